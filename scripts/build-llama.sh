@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds llama.cpp (libllama, ggml, llama-common and the llama-server / llama-cli /
+# llama-bench tools used for comparison) from the source that the npm package
+# node-llama-cpp ships as a git bundle. The result lives outside the repository, keyed by
+# version and backend, so only the first build on a machine pays for it.
+#
+# Usage: scripts/build-llama.sh            prints the prefix on its last line
+# Env:   HEARTH_BACKEND=cpu|cuda|metal|vulkan   (default cpu)
+#        HEARTH_CACHE=dir                        (default ~/.cache/hearth)
+#        HEARTH_JOBS=n                           (default nproc)
+set -euo pipefail
+
+readonly NLC_VERSION=3.21.1
+backend=${HEARTH_BACKEND:-cpu}
+cache=${HEARTH_CACHE:-$HOME/.cache/hearth}
+jobs=${HEARTH_JOBS:-$(nproc 2>/dev/null || echo 2)}
+prefix="$cache/llama-$NLC_VERSION-$backend"
+
+case "$backend" in
+  cpu)    backend_flags=() ;;
+  cuda)   backend_flags=(-DGGML_CUDA=ON) ;;
+  metal)  backend_flags=(-DGGML_METAL=ON) ;;
+  vulkan) backend_flags=(-DGGML_VULKAN=ON) ;;
+  *) echo "build-llama: unknown HEARTH_BACKEND '$backend' (cpu, cuda, metal, vulkan)" >&2; exit 2 ;;
+esac
+
+# What to build; the stamp records it, so adding a target here rebuilds incrementally.
+targets=(llama llama-common cpp-httplib llama-server llama-cli llama-completion llama-bench)
+stamp="$prefix/.built"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "${targets[*]}" ]]; then
+  echo "$prefix"
+  exit 0
+fi
+
+mkdir -p "$prefix"
+log() { echo "build-llama: $*" >&2; }
+
+if [[ ! -f "$prefix/src/CMakeLists.txt" ]]; then
+  command -v npm >/dev/null || { log "npm is required to fetch node-llama-cpp"; exit 1; }
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  log "fetching node-llama-cpp@$NLC_VERSION from npm"
+  (cd "$tmp" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null)
+  tar -xzf "$tmp"/node-llama-cpp-$NLC_VERSION.tgz -C "$tmp" package/llama/gitRelease.bundle
+  rm -rf "$prefix/src"
+  git clone --quiet "$tmp/package/llama/gitRelease.bundle" "$prefix/src.tmp" 2>/dev/null \
+    || git clone --quiet "$tmp/package/llama/gitRelease.bundle" "$prefix/src.tmp"
+  mv "$prefix/src.tmp" "$prefix/src"
+fi
+
+if [[ ! -f "$prefix/build/CMakeCache.txt" ]]; then
+log "configuring llama.cpp ($backend) in $prefix/build"
+cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release \
+  -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
+  -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_TOOLS_INSTALL=OFF -DLLAMA_ALL_WARNINGS=OFF \
+  "${backend_flags[@]}" >"$prefix/configure.log" 2>&1 \
+  || { log "configure failed, see $prefix/configure.log"; rm -f "$prefix/build/CMakeCache.txt"; exit 1; }
+fi
+
+log "building with $jobs jobs (first time only; takes a while on few cores)"
+cmake --build "$prefix/build" -j "$jobs" \
+  --target "${targets[@]}" \
+  >"$prefix/build.log" 2>&1 \
+  || { log "build failed, see $prefix/build.log"; tail -20 "$prefix/build.log" >&2; exit 1; }
+
+echo "${targets[*]}" >"$stamp"
+echo "$prefix"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages hearth builds against, when any is missing.
+set -euo pipefail
+pkgs=(cmake g++ make pkg-config git npm libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: missing Debian packages: ${missing[*]}" >&2
+  echo "install-deps: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+apt-get update -qq >/dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

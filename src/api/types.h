@@ -1,0 +1,112 @@
+// The API-neutral shape of a generation request and of what comes back, shared by the
+// OpenAI and Anthropic front ends (openai.h, anthropic.h) and the server core.
+//
+// No engine types and no JSON here: the front ends translate their wire format to and
+// from these structs, and the server core translates these to engine calls.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hearth::api {
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
+struct Message {
+  std::string role;  // "system", "user", "assistant", "tool"
+  std::string content;
+  std::string reasoning_content;
+  std::vector<ToolCall> tool_calls;
+  std::string tool_call_id;  // role "tool"
+  std::string tool_name;     // role "tool", when known
+};
+
+struct Tool {
+  std::string name;
+  std::string description;
+  std::string parameters;  // JSON schema text
+};
+
+struct Sampling {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<uint32_t> seed;
+  std::optional<float> presence_penalty;
+  std::optional<float> frequency_penalty;
+  std::optional<float> repetition_penalty;
+};
+
+enum class Flavor { kOpenAIChat, kOpenAICompletion, kAnthropic };
+
+struct GenerationRequest {
+  Flavor flavor = Flavor::kOpenAIChat;
+  std::string model;
+  // Chat requests carry messages; text completions carry a raw prompt.
+  std::vector<Message> messages;
+  std::optional<std::string> prompt;
+  std::vector<Tool> tools;
+  std::string tool_choice = "auto";  // "auto", "none", "required", or a function name
+  bool parallel_tool_calls = true;
+  std::optional<bool> enable_thinking;  // unset: the template's default
+  std::map<std::string, std::string> template_kwargs;  // values are JSON text
+  Sampling sampling;
+  std::optional<int> max_tokens;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // OpenAI stream_options.include_usage
+  std::string cache_salt;      // isolates cache namespaces
+};
+
+enum class FinishReason { kStop, kLength, kToolCalls, kStopSequence, kCancelled };
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens reused from the cache, not prefilled
+};
+
+// One step of output. Streams send many; a non-streaming response is their sum.
+struct Delta {
+  std::string content;
+  std::string reasoning;
+  // A tool call starts with its id and name; later deltas of the same index append
+  // argument text.
+  struct ToolCallDelta {
+    int index = 0;
+    std::string id;    // set on the first delta of this call
+    std::string name;  // set on the first delta of this call
+    std::string arguments;
+  };
+  std::vector<ToolCallDelta> tool_calls;
+};
+
+struct Completion {
+  std::string content;
+  std::string reasoning;
+  std::vector<ToolCall> tool_calls;
+  FinishReason finish_reason = FinishReason::kStop;
+  std::string stop_sequence;  // when finish_reason == kStopSequence
+  Usage usage;
+};
+
+// An error as the API front ends report it.
+struct ApiError {
+  int http_status = 400;
+  std::string type;     // "invalid_request_error", "authentication_error", "not_found_error",
+                        // "overloaded_error", "api_error", "rate_limit_error"
+  std::string message;
+  std::string param;    // the offending field, when one is to blame
+};
+
+}  // namespace hearth::api

@@ -1,0 +1,108 @@
+// `hearth serve`: load a model and serve the OpenAI and Anthropic APIs.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "app/commands.h"
+#include "engine/chat_template.h"
+#include "engine/model.h"
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+
+namespace hearth::app {
+namespace {
+
+struct ServeFlags {
+  std::string model_path;
+  std::string chat_template_file;
+  server::HttpConfig http;
+  server::EngineConfig engine;
+  bool verbose = false;
+};
+
+server::HttpServer* g_server = nullptr;
+
+void OnSignal(int) {
+  if (g_server) g_server->Stop();
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "hearth serve: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int RunServe(ServeFlags f) {
+  engine::InitBackend(f.verbose);
+  auto model = engine::Model::Load(f.model_path, {});
+  if (!model.ok()) return Fail(model.status());
+  std::string override_template;
+  if (!f.chat_template_file.empty()) {
+    std::ifstream in(f.chat_template_file);
+    if (!in) return Fail(NotFound("cannot read chat template file " + f.chat_template_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    override_template = ss.str();
+  }
+  auto tmpl = engine::ChatTemplate::Create(**model, override_template);
+  if (!tmpl.ok()) return Fail(tmpl.status());
+  if (f.http.model_alias.empty()) f.http.model_alias = std::filesystem::path(f.model_path).stem().string();
+
+  server::EngineLoop loop(**model, f.engine);
+  if (Status s = loop.Start(); !s.ok()) return Fail(s);
+  server::HttpServer http(f.http, **model, **tmpl, loop);
+  if (Status s = http.Bind(); !s.ok()) return Fail(s);
+  g_server = &http;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  const auto& info = (*model)->info();
+  std::fprintf(stderr, "hearth: serving %s (%s, %d layers, n_ctx %d, %d parallel) on http://%s:%d\n",
+               f.http.model_alias.c_str(), info.arch.c_str(), info.n_layer, f.engine.context.n_ctx,
+               f.engine.context.n_seq_max, f.http.host.c_str(), http.port());
+  // Scripts read this line to learn the port when --port 0 picked one.
+  std::printf("listening on %s:%d\n", f.http.host.c_str(), http.port());
+  std::fflush(stdout);
+  http.Serve();
+  g_server = nullptr;
+  loop.Stop();
+  std::fprintf(stderr, "hearth: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  f->engine.context.n_ctx = 8192;
+  f->engine.context.n_seq_max = 4;
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI and Anthropic APIs");
+  cmd->add_option("-m,--model", f->model_path, "GGUF model file")->required();
+  cmd->add_option("--host", f->http.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", f->http.port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", f->http.api_key, "require this key (Bearer or x-api-key)");
+  cmd->add_flag("--cors", f->http.cors, "allow cross-origin browser requests");
+  cmd->add_option("--alias", f->http.model_alias, "model id reported to clients (default: file name)");
+  cmd->add_option("--chat-template-file", f->chat_template_file, "Jinja template to use instead of the model's");
+  cmd->add_option("-c,--ctx-size", f->engine.context.n_ctx, "KV cells shared by all sequences")->capture_default_str();
+  cmd->add_option("-P,--parallel", f->engine.context.n_seq_max, "requests decoded together")->capture_default_str();
+  cmd->add_option("-b,--batch-size", f->engine.context.n_batch, "tokens per decode step")->capture_default_str();
+  cmd->add_option("--ubatch-size", f->engine.context.n_ubatch, "physical micro-batch")->capture_default_str();
+  cmd->add_option("-t,--threads", f->engine.context.n_threads, "CPU threads (0: all)");
+  cmd->add_option("--max-queue", f->engine.max_queued, "requests that may wait for a slot before 503")
+      ->capture_default_str();
+  cmd->add_option("--max-body", f->http.max_body_bytes, "largest request body in bytes")->capture_default_str();
+  cmd->add_flag("-v,--verbose", f->verbose, "log llama.cpp's messages");
+  cmd->callback([f] {
+    if (f->engine.context.n_ubatch > f->engine.context.n_batch) f->engine.context.n_ubatch = f->engine.context.n_batch;
+    if (Status s = f->engine.context.Validate(); !s.ok()) {
+      std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
+      throw CLI::RuntimeError(2);
+    }
+    f->http.n_http_threads = std::max(16, 2 * (f->engine.context.n_seq_max + f->engine.max_queued));
+    if (int rc = RunServe(*f); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace hearth::app

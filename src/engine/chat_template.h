@@ -1,0 +1,128 @@
+// ChatTemplate: renders a conversation into prompt text with the model's own Jinja chat
+// template, through llama.cpp's common chat library (the same renderer llama-server
+// uses), so hearth sees exactly the prompt any llama.cpp-based server would build.
+//
+// Thread safety: a ChatTemplate is immutable after Create; Render may be called from any
+// thread at once. The Model must outlive it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model.h"
+
+namespace hearth::engine {
+
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as the client sent it
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", "tool"
+  std::string content;
+  std::string reasoning_content;
+  std::vector<ChatToolCall> tool_calls;
+  std::string tool_call_id;  // for role "tool"
+  std::string tool_name;     // for role "tool"
+};
+
+struct ChatTool {
+  std::string name;
+  std::string description;
+  std::string parameters;  // JSON schema text
+};
+
+struct RenderOptions {
+  bool add_generation_prompt = true;
+  bool enable_thinking = true;
+  std::vector<ChatTool> tools;
+  std::string tool_choice = "auto";  // "auto", "none", "required"
+  bool parallel_tool_calls = false;
+  std::map<std::string, std::string> template_kwargs;  // values are JSON text
+};
+
+// How to read the model's output back: opaque to callers, made by Render, consumed by
+// OutputParser.
+struct OutputFormat {
+  int format = 0;                 // llama.cpp's common_chat_format
+  std::string parser;             // serialized PEG parser for this template and tool set
+  std::string generation_prompt;  // text the template put after the last message
+};
+
+struct RenderedPrompt {
+  std::string prompt;
+  std::string generation_prompt;  // e.g. "<|im_start|>assistant\n<think>\n"
+  std::vector<std::string> additional_stops;
+  bool supports_thinking = false;
+  OutputFormat output_format;
+};
+
+// What the model said so far, split into reasoning, content and tool calls.
+struct ParsedOutput {
+  std::string content;
+  std::string reasoning;
+  std::vector<ChatToolCall> tool_calls;
+};
+
+// One increment of a ParsedOutput, for streaming.
+struct ParsedDelta {
+  std::string content;
+  std::string reasoning;
+  int tool_call_index = -1;  // -1: no tool call in this delta
+  std::string tool_call_id;  // set on a call's first delta
+  std::string tool_call_name;
+  std::string tool_call_arguments;
+};
+
+// OutputParser: incremental parse of generated text with the template's format.
+// Output that does not parse in that format is never an error: the parser falls back to
+// returning the raw text as content (fell_back() then reports it), because a client is
+// better served by the text than by a failed request.
+//
+// Thread safety: one owner.
+class OutputParser {
+ public:
+  explicit OutputParser(const OutputFormat& format);
+  ~OutputParser();
+
+  // Appends `text` and returns what changed. `is_final`: no more text will come (partial
+  // constructs are then closed or given up).
+  std::vector<ParsedDelta> Push(const std::string& text, bool is_final);
+  const ParsedOutput& output() const { return output_; }
+  bool fell_back() const { return fell_back_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  ParsedOutput output_;
+  bool fell_back_ = false;
+};
+
+class ChatTemplate {
+ public:
+  // Uses `override_source` when not empty, else the model's embedded template.
+  // Errors: kInvalidArgument when the template does not parse, or the model has none and no
+  // override was given.
+  static StatusOr<std::unique_ptr<ChatTemplate>> Create(const Model& model, const std::string& override_source);
+  ~ChatTemplate();
+
+  // Errors: kInvalidArgument with the template's message when it rejects the conversation
+  // (e.g. a role it does not know, or no user message).
+  StatusOr<RenderedPrompt> Render(std::span<const ChatMessage> messages, const RenderOptions& options) const;
+
+  const std::string& source() const { return source_; }
+
+ private:
+  struct Impl;
+  explicit ChatTemplate(std::unique_ptr<Impl> impl, std::string source);
+  std::unique_ptr<Impl> impl_;
+  std::string source_;
+};
+
+}  // namespace hearth::engine

@@ -1,0 +1,219 @@
+#include "engine/context.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "llama.h"
+
+namespace hearth::engine {
+namespace {
+
+bool AbortTrampoline(void* data) {
+  auto* check = static_cast<std::function<bool()>*>(data);
+  return *check && (*check)();
+}
+
+llama_state_seq_flags FlagsFor(StatePart part) {
+  return part == StatePart::kPartialOnly ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : LLAMA_STATE_SEQ_FLAGS_NONE;
+}
+
+}  // namespace
+
+Status ContextOptions::Validate() const {
+  if (n_ctx < 16) return InvalidArgument("n_ctx must be at least 16, got " + std::to_string(n_ctx));
+  if (n_batch < 1) return InvalidArgument("n_batch must be positive");
+  if (n_ubatch < 1 || n_ubatch > n_batch) return InvalidArgument("n_ubatch must be in [1, n_batch]");
+  if (n_seq_max < 1 || n_seq_max > 256) return InvalidArgument("n_seq_max must be in [1, 256]");
+  if (n_threads < 0) return InvalidArgument("n_threads must not be negative");
+  return Status::Ok();
+}
+
+void Batch::Clear() {
+  tokens_.clear();
+  pos_.clear();
+  seq_.clear();
+  logits_.clear();
+}
+
+int Batch::Add(Token token, Pos pos, SeqId seq, bool want_logits) {
+  tokens_.push_back(token);
+  pos_.push_back(pos);
+  seq_.push_back(seq);
+  logits_.push_back(want_logits ? 1 : 0);
+  return size() - 1;
+}
+
+StatusOr<std::unique_ptr<Context>> Context::Create(const Model& model, const ContextOptions& options) {
+  HEARTH_RETURN_IF_ERROR(options.Validate());
+  llama_context_params p = llama_context_default_params();
+  p.n_ctx = static_cast<uint32_t>(options.n_ctx);
+  p.n_batch = static_cast<uint32_t>(options.n_batch);
+  p.n_ubatch = static_cast<uint32_t>(options.n_ubatch);
+  p.n_seq_max = static_cast<uint32_t>(options.n_seq_max);
+  int threads = options.n_threads > 0 ? options.n_threads
+                                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.n_threads = threads;
+  p.n_threads_batch = threads;
+  p.kv_unified = true;
+  p.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  p.no_perf = true;
+  llama_context* ctx = llama_init_from_model(model.raw(), p);
+  if (ctx == nullptr) {
+    return ResourceExhausted("could not create a context with n_ctx=" + std::to_string(options.n_ctx) +
+                             " and n_seq_max=" + std::to_string(options.n_seq_max) +
+                             "; try a smaller --ctx-size or fewer --parallel sequences");
+  }
+  return std::unique_ptr<Context>(new Context(model, ctx, options));
+}
+
+Context::Context(const Model& model, llama_context* ctx, const ContextOptions& options)
+    : model_(model), ctx_(ctx), options_(options) {
+  llama_set_abort_callback(ctx_.get(), AbortTrampoline, &abort_check_);
+}
+
+void LlamaContextDeleter::operator()(llama_context* ctx) const { llama_free(ctx); }
+
+void Context::SetAbortCheck(std::function<bool()> check) { abort_check_ = std::move(check); }
+
+Status Context::ValidateBatch(const Batch& batch) const {
+  if (batch.empty()) return InvalidArgument("empty batch");
+  if (batch.size() > options_.n_batch) {
+    return InvalidArgument("batch of " + std::to_string(batch.size()) + " tokens exceeds n_batch " +
+                           std::to_string(options_.n_batch));
+  }
+  std::unordered_map<SeqId, Pos> next;  // next expected position per sequence
+  for (int i = 0; i < batch.size(); ++i) {
+    const Token t = batch.tokens_[static_cast<size_t>(i)];
+    const SeqId s = batch.seq_[static_cast<size_t>(i)];
+    const Pos p = batch.pos_[static_cast<size_t>(i)];
+    if (!model_.IsValidToken(t)) {
+      return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                             std::to_string(model_.info().n_vocab) + ")");
+    }
+    if (s < 0 || s >= options_.n_seq_max) {
+      return InvalidArgument("sequence id " + std::to_string(s) + " is outside [0, " +
+                             std::to_string(options_.n_seq_max) + ")");
+    }
+    auto it = next.find(s);
+    const Pos expected = it == next.end() ? SeqLength(s) : it->second;
+    if (p != expected) {
+      return InvalidArgument("sequence " + std::to_string(s) + " expects position " + std::to_string(expected) +
+                             ", got " + std::to_string(p));
+    }
+    if (p >= options_.n_ctx) {
+      return OutOfRange("position " + std::to_string(p) + " is beyond the context size " +
+                        std::to_string(options_.n_ctx));
+    }
+    next[s] = p + 1;
+  }
+  return Status::Ok();
+}
+
+Status Context::Decode(const Batch& batch) {
+  HEARTH_RETURN_IF_ERROR(ValidateBatch(batch));
+  const auto n = static_cast<size_t>(batch.size());
+  std::vector<int32_t> n_seq_id(n, 1);
+  std::vector<llama_seq_id*> seq_ids(n);
+  std::vector<llama_seq_id> seq_storage(batch.seq_);
+  for (size_t i = 0; i < n; ++i) seq_ids[i] = &seq_storage[i];
+  llama_batch b{};
+  b.n_tokens = batch.size();
+  b.token = const_cast<llama_token*>(batch.tokens_.data());
+  b.pos = const_cast<llama_pos*>(batch.pos_.data());
+  b.n_seq_id = n_seq_id.data();
+  b.seq_id = seq_ids.data();
+  b.logits = const_cast<int8_t*>(batch.logits_.data());
+  const int32_t rc = llama_decode(ctx_.get(), b);
+  switch (rc) {
+    case 0: return Status::Ok();
+    case 1:
+      return ResourceExhausted("no room in the KV cache for " + std::to_string(batch.size()) +
+                               " more tokens; free sequences or raise --ctx-size");
+    case 2: return Cancelled("decode aborted");
+    case -1: return InvalidArgument("llama.cpp rejected the batch");
+    default: return Internal("llama_decode failed with code " + std::to_string(rc));
+  }
+}
+
+std::span<const float> Context::Logits(int batch_index) const {
+  const float* logits = llama_get_logits_ith(ctx_.get(), batch_index);
+  if (logits == nullptr) return {};
+  return {logits, static_cast<size_t>(model_.info().n_vocab)};
+}
+
+Status Context::Prefill(SeqId seq, std::span<const Token> tokens, int chunk, bool want_last_logits) {
+  if (chunk <= 0 || chunk > options_.n_batch) chunk = options_.n_batch;
+  last_prefill_index_ = -1;
+  size_t done = 0;
+  while (done < tokens.size()) {
+    const size_t n = std::min(tokens.size() - done, static_cast<size_t>(chunk));
+    const bool last_chunk = done + n == tokens.size();
+    const Pos pos0 = SeqLength(seq);
+    prefill_batch_.Clear();
+    for (size_t i = 0; i < n; ++i) {
+      const bool logits = want_last_logits && last_chunk && i + 1 == n;
+      int idx = prefill_batch_.Add(tokens[done + i], pos0 + static_cast<Pos>(i), seq, logits);
+      if (logits) last_prefill_index_ = idx;
+    }
+    HEARTH_RETURN_IF_ERROR(Decode(prefill_batch_));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Pos Context::SeqLength(SeqId seq) const {
+  return llama_memory_seq_pos_max(llama_get_memory(ctx_.get()), seq) + 1;
+}
+
+void Context::ClearSeq(SeqId seq) { llama_memory_seq_rm(llama_get_memory(ctx_.get()), seq, -1, -1); }
+
+Status Context::TruncateSeq(SeqId seq, Pos length) {
+  // No early return when length >= SeqLength(seq): after a partial restore the attention
+  // part may hold positions beyond the recurrent state, and those must go too.
+  const Pos have = SeqLength(seq);
+  if (length < 0) return InvalidArgument("negative length");
+  if (length == 0) {
+    ClearSeq(seq);
+    return Status::Ok();
+  }
+  if (!llama_memory_seq_rm(llama_get_memory(ctx_.get()), seq, length, -1)) {
+    return Unimplemented("sequence " + std::to_string(seq) + " holds recurrent state at length " +
+                         std::to_string(have) + " that cannot be trimmed to " + std::to_string(length) +
+                         "; restore a state saved at that length");
+  }
+  return Status::Ok();
+}
+
+void Context::CopySeq(SeqId src, SeqId dst) {
+  if (src == dst) return;
+  llama_memory_t mem = llama_get_memory(ctx_.get());
+  llama_memory_seq_rm(mem, dst, -1, -1);
+  llama_memory_seq_cp(mem, src, dst, -1, -1);
+}
+
+size_t Context::StateSize(SeqId seq, StatePart part) const {
+  return llama_state_seq_get_size_ext(ctx_.get(), seq, FlagsFor(part));
+}
+
+StatusOr<std::vector<uint8_t>> Context::SaveState(SeqId seq, StatePart part) const {
+  std::vector<uint8_t> out(StateSize(seq, part));
+  const size_t n = llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, FlagsFor(part));
+  if (n == 0 && !out.empty()) return Internal("could not save the state of sequence " + std::to_string(seq));
+  out.resize(n);
+  return out;
+}
+
+Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {
+  if (part == StatePart::kAll) ClearSeq(seq);
+  const size_t n = llama_state_seq_set_data_ext(ctx_.get(), bytes.data(), bytes.size(), seq, FlagsFor(part));
+  if (n == 0) {
+    ClearSeq(seq);
+    return DataLoss("saved state (" + std::to_string(bytes.size()) +
+                    " bytes) does not fit this model and context; sequence cleared");
+  }
+  return Status::Ok();
+}
+
+}  // namespace hearth::engine

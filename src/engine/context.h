@@ -1,0 +1,138 @@
+// Context: one llama.cpp context holding several sequences in a unified KV cache, with
+// batched decode, logits for chosen positions, and per-sequence memory operations
+// (copy, trim, save and restore state).
+//
+// Thread safety: none. A Context is owned by exactly one thread (the engine loop) and
+// every call, const ones included, must come from it.
+//
+// Invariants:
+//  1. Every sequence's tokens occupy positions [0, SeqLength(seq)) with no gaps: Decode
+//     only accepts a sequence's tokens at consecutive positions starting at SeqLength(seq).
+//  2. A recurrent layer's state describes exactly the positions [0, SeqLength(seq)); it
+//     cannot be moved back except by restoring a state saved at the target length.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model.h"
+#include "engine/types.h"
+
+struct llama_context;
+
+namespace hearth::engine {
+
+struct LlamaContextDeleter {
+  void operator()(llama_context* ctx) const;
+};
+
+struct ContextOptions {
+  int n_ctx = 4096;      // KV cells shared by all sequences (unified cache)
+  int n_batch = 512;     // most tokens one Decode may carry
+  int n_ubatch = 512;    // physical micro-batch
+  int n_seq_max = 4;     // sequence slots, ids [0, n_seq_max)
+  int n_threads = 0;     // 0: hardware threads
+  bool flash_attn = false;
+
+  // Errors: kInvalidArgument naming the bad field.
+  Status Validate() const;
+};
+
+// Tokens for one Decode call. Reusable: Clear() keeps the allocation.
+class Batch {
+ public:
+  void Clear();
+  // Appends one token; returns its index in the batch (the key for Context::Logits).
+  int Add(Token token, Pos pos, SeqId seq, bool want_logits);
+  int size() const { return static_cast<int>(tokens_.size()); }
+  bool empty() const { return tokens_.empty(); }
+
+ private:
+  friend class Context;
+  std::vector<Token> tokens_;
+  std::vector<Pos> pos_;
+  std::vector<SeqId> seq_;
+  std::vector<int8_t> logits_;
+};
+
+// What a saved sequence state covers.
+enum class StatePart {
+  kAll,          // every layer: attention KV and recurrent state
+  kPartialOnly,  // only the parts that cannot be trimmed (recurrent, sliding window)
+};
+
+class Context {
+ public:
+  // Errors: kInvalidArgument for bad options, kResourceExhausted when the backend cannot
+  // allocate the context.
+  static StatusOr<std::unique_ptr<Context>> Create(const Model& model, const ContextOptions& options);
+
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const ContextOptions& options() const { return options_; }
+  const Model& model() const { return model_; }
+
+  // Runs the model over `batch`.
+  // Errors, and the state each leaves:
+  //   kInvalidArgument: bad token id, sequence id, position, or batch size; memory untouched.
+  //   kResourceExhausted: no room in the KV cache; memory untouched.
+  //   kCancelled: the abort check returned true; finished micro-batches remain (see SeqLength).
+  //   kInternal: backend failure; finished micro-batches remain.
+  Status Decode(const Batch& batch);
+
+  // n_vocab logits of the token at `batch_index` of the last Decode, which must have been
+  // added with want_logits. Empty when it was not. Valid until the next Decode.
+  std::span<const float> Logits(int batch_index) const;
+
+  // Feeds `tokens` to `seq` from SeqLength(seq) on, in Decode calls of at most `chunk`
+  // tokens (0: n_batch). When `want_last_logits`, Logits(LastPrefillIndex()) afterwards
+  // holds the logits of the last token. On error the finished chunks remain.
+  Status Prefill(SeqId seq, std::span<const Token> tokens, int chunk, bool want_last_logits);
+  int LastPrefillIndex() const { return last_prefill_index_; }
+
+  // Number of positions held for `seq` (next position to decode).
+  Pos SeqLength(SeqId seq) const;
+  // Forgets `seq` entirely. Never fails.
+  void ClearSeq(SeqId seq);
+  // Removes positions [length, SeqLength(seq)). Errors: kUnimplemented when a recurrent
+  // layer's state lies beyond `length` (restore a state saved at `length` instead); the
+  // memory is then unchanged.
+  Status TruncateSeq(SeqId seq, Pos length);
+  // Makes `dst` a copy of `src` (dst is cleared first). In a unified cache attention cells
+  // are shared, not duplicated; recurrent state is copied.
+  void CopySeq(SeqId src, SeqId dst);
+
+  // Bytes SaveState would return.
+  size_t StateSize(SeqId seq, StatePart part) const;
+  // Serializes the state of `seq` into host memory.
+  StatusOr<std::vector<uint8_t>> SaveState(SeqId seq, StatePart part) const;
+  // Loads a state from SaveState into `seq`. kAll replaces the sequence; kPartialOnly
+  // replaces only the recurrent / sliding-window part (trim the attention part to the same
+  // length with TruncateSeq). Errors: kDataLoss when the bytes do not fit this model and
+  // context; the sequence is then cleared.
+  Status RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part);
+
+  // Called between micro-batches during Decode; returning true aborts it (kCancelled).
+  void SetAbortCheck(std::function<bool()> check);
+
+  // For src/engine only.
+  llama_context* raw() const { return ctx_.get(); }
+
+ private:
+  Context(const Model& model, llama_context* ctx, const ContextOptions& options);
+  Status ValidateBatch(const Batch& batch) const;
+
+  const Model& model_;
+  std::unique_ptr<llama_context, LlamaContextDeleter> ctx_;
+  ContextOptions options_;
+  int last_prefill_index_ = -1;
+  std::function<bool()> abort_check_;
+  Batch prefill_batch_;
+};
+
+}  // namespace hearth::engine

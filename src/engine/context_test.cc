@@ -1,0 +1,241 @@
+#include "engine/context.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "testing/test_env.h"
+
+namespace hearth::engine {
+namespace {
+
+// Logits computed along different paths (batch sizes, restored states) differ only by
+// float summation order. Stated tolerance: max |a - b| <= 1e-3 * (1 + max |a|).
+constexpr float kRelTolerance = 1e-3f;
+
+float MaxAbs(std::span<const float> v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+::testing::AssertionResult LogitsClose(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.empty() || a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
+  float diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return ::testing::AssertionFailure() << "non-finite logit at " << i;
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+  }
+  const float bound = kRelTolerance * (1.0f + MaxAbs(a));
+  if (diff <= bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max |diff| " << diff << " > " << bound;
+}
+
+std::vector<Token> SomeTokens(const Model& m, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<Token> dist(100, 50000);
+  std::vector<Token> t(static_cast<size_t>(n));
+  for (auto& x : t) x = dist(rng);
+  (void)m;
+  return t;
+}
+
+std::vector<float> Copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+class ContextTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadTestModel(GetParam());
+    ASSERT_NE(model_, nullptr);
+    ContextOptions o;
+    o.n_ctx = 1024;
+    o.n_batch = 128;
+    o.n_ubatch = 128;
+    o.n_seq_max = 4;
+    o.n_threads = 2;
+    auto c = Context::Create(*model_, o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ctx_ = std::move(*c);
+  }
+
+  // Cold recompute: clears `seq`, prefills `tokens`, returns the last token's logits.
+  std::vector<float> Cold(SeqId seq, const std::vector<Token>& tokens, int chunk = 0) {
+    ctx_->ClearSeq(seq);
+    Status s = ctx_->Prefill(seq, tokens, chunk, true);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return Copy(ctx_->Logits(ctx_->LastPrefillIndex()));
+  }
+
+  // Continues `seq` with `tokens`, returns the last token's logits.
+  std::vector<float> Continue(SeqId seq, const std::vector<Token>& tokens) {
+    Status s = ctx_->Prefill(seq, tokens, 0, true);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return Copy(ctx_->Logits(ctx_->LastPrefillIndex()));
+  }
+
+  const Model* model_ = nullptr;
+  std::unique_ptr<Context> ctx_;
+};
+
+TEST_P(ContextTest, ChunkedPrefillMatchesOneBatch) {
+  auto tokens = SomeTokens(*model_, 120, 1);
+  auto whole = Cold(0, tokens, 128);
+  for (int chunk : {1, 7, 32, 64}) {
+    EXPECT_TRUE(LogitsClose(whole, Cold(1, tokens, chunk))) << "chunk " << chunk;
+    EXPECT_EQ(ctx_->SeqLength(1), 120);
+  }
+}
+
+TEST_P(ContextTest, FullStateSaveRestoreReproducesLogits) {
+  auto prefix = SomeTokens(*model_, 50, 2), more = SomeTokens(*model_, 9, 3);
+  Cold(0, prefix);
+  auto saved = ctx_->SaveState(0, StatePart::kAll);
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(saved->size(), ctx_->StateSize(0, StatePart::kAll));
+  auto expected = Continue(0, more);
+  ASSERT_TRUE(ctx_->RestoreState(0, *saved, StatePart::kAll).ok());
+  EXPECT_EQ(ctx_->SeqLength(0), 50);
+  EXPECT_TRUE(LogitsClose(expected, Continue(0, more)));
+  // Restoring into another sequence works the same.
+  ASSERT_TRUE(ctx_->RestoreState(2, *saved, StatePart::kAll).ok());
+  EXPECT_TRUE(LogitsClose(expected, Continue(2, more)));
+}
+
+TEST_P(ContextTest, PartialStateRestorePlusTrimReproducesLogits) {
+  auto prefix = SomeTokens(*model_, 40, 4), more = SomeTokens(*model_, 12, 5);
+  Cold(0, prefix);
+  auto partial = ctx_->SaveState(0, StatePart::kPartialOnly);
+  ASSERT_TRUE(partial.ok());
+  if (model_->info().has_recurrent) {
+    EXPECT_GT(partial->size(), 0u);
+    EXPECT_LT(partial->size(), ctx_->StateSize(0, StatePart::kAll));
+  }
+  auto expected = Continue(0, more);
+  // Back to position 40: the partial state brings the recurrent layers back, trimming
+  // brings the attention layers back.
+  ASSERT_TRUE(ctx_->RestoreState(0, *partial, StatePart::kPartialOnly).ok());
+  ASSERT_TRUE(ctx_->TruncateSeq(0, 40).ok());
+  EXPECT_EQ(ctx_->SeqLength(0), 40);
+  EXPECT_TRUE(LogitsClose(expected, Continue(0, more)));
+}
+
+TEST_P(ContextTest, CopiedSequencesDivergeIndependently) {
+  auto prefix = SomeTokens(*model_, 30, 6), a = SomeTokens(*model_, 8, 7), b = SomeTokens(*model_, 8, 8);
+  Cold(0, prefix);
+  ctx_->CopySeq(0, 1);
+  EXPECT_EQ(ctx_->SeqLength(1), 30);
+  auto warm_a = Continue(0, a);
+  auto warm_b = Continue(1, b);
+  auto pa = prefix, pb = prefix;
+  pa.insert(pa.end(), a.begin(), a.end());
+  pb.insert(pb.end(), b.begin(), b.end());
+  EXPECT_TRUE(LogitsClose(Cold(2, pa), warm_a));
+  EXPECT_TRUE(LogitsClose(Cold(3, pb), warm_b));
+}
+
+TEST_P(ContextTest, BatchedSequencesMatchEachAlone) {
+  std::vector<std::vector<Token>> prompts = {SomeTokens(*model_, 20, 9), SomeTokens(*model_, 33, 10),
+                                             SomeTokens(*model_, 5, 11)};
+  std::vector<std::vector<float>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) alone.push_back(Cold(static_cast<SeqId>(i), prompts[i]));
+  for (size_t i = 0; i < prompts.size(); ++i) ctx_->ClearSeq(static_cast<SeqId>(i));
+  Batch batch;
+  std::vector<int> last(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (size_t j = 0; j < prompts[i].size(); ++j) {
+      last[i] = batch.Add(prompts[i][j], static_cast<Pos>(j), static_cast<SeqId>(i), j + 1 == prompts[i].size());
+    }
+  }
+  ASSERT_TRUE(ctx_->Decode(batch).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE(LogitsClose(alone[i], Copy(ctx_->Logits(last[i])))) << "sequence " << i;
+  }
+  // One decode step for all three at once, as the server's loop does.
+  std::vector<Token> next = SomeTokens(*model_, 3, 12);
+  batch.Clear();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    last[i] = batch.Add(next[i], ctx_->SeqLength(static_cast<SeqId>(i)), static_cast<SeqId>(i), true);
+  }
+  ASSERT_TRUE(ctx_->Decode(batch).ok());
+  std::vector<std::vector<float>> steps;
+  for (size_t i = 0; i < prompts.size(); ++i) steps.push_back(Copy(ctx_->Logits(last[i])));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto full = prompts[i];
+    full.push_back(next[i]);
+    EXPECT_TRUE(LogitsClose(Cold(3, full), steps[i])) << "sequence " << i;
+  }
+}
+
+TEST_P(ContextTest, TrimmingBackIsRefusedOnlyForRecurrentState) {
+  auto tokens = SomeTokens(*model_, 30, 13);
+  Cold(0, tokens);
+  Status s = ctx_->TruncateSeq(0, 20);
+  if (model_->info().has_recurrent) {
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+    EXPECT_EQ(ctx_->SeqLength(0), 30) << "a refused trim leaves the sequence unchanged";
+  } else {
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(ctx_->SeqLength(0), 20);
+    std::vector<Token> more = SomeTokens(*model_, 4, 14);
+    auto warm = Continue(0, more);
+    std::vector<Token> full(tokens.begin(), tokens.begin() + 20);
+    full.insert(full.end(), more.begin(), more.end());
+    EXPECT_TRUE(LogitsClose(Cold(1, full), warm));
+  }
+}
+
+TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
+  Cold(0, SomeTokens(*model_, 10, 15));
+  Batch b;
+  b.Add(model_->info().n_vocab + 3, 10, 0, true);
+  EXPECT_EQ(ctx_->Decode(b).code(), StatusCode::kInvalidArgument);
+  b.Clear();
+  b.Add(-1, 10, 0, true);
+  EXPECT_EQ(ctx_->Decode(b).code(), StatusCode::kInvalidArgument);
+  b.Clear();
+  b.Add(100, 10, 9, true);  // sequence id beyond n_seq_max
+  EXPECT_EQ(ctx_->Decode(b).code(), StatusCode::kInvalidArgument);
+  b.Clear();
+  b.Add(100, 15, 0, true);  // gap in positions
+  EXPECT_EQ(ctx_->Decode(b).code(), StatusCode::kInvalidArgument);
+  b.Clear();
+  EXPECT_EQ(ctx_->Decode(b).code(), StatusCode::kInvalidArgument);  // empty
+  for (int i = 0; i < 200; ++i) b.Add(100, 10 + i, 0, false);       // beyond n_batch
+  EXPECT_EQ(ctx_->Decode(b).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx_->SeqLength(0), 10);
+
+  // Longer than the context: refused with the numbers, earlier chunks kept.
+  ctx_->ClearSeq(0);
+  Status s = ctx_->Prefill(1, SomeTokens(*model_, 1100, 16), 0, true);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.ToString();
+  EXPECT_NE(s.message().find("1024"), std::string::npos);
+  EXPECT_EQ(ctx_->SeqLength(1), 1024);
+  ctx_->ClearSeq(1);
+
+  // Garbage state bytes.
+  std::vector<uint8_t> junk(64, 0xAB);
+  EXPECT_EQ(ctx_->RestoreState(2, junk, StatePart::kAll).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(ctx_->SeqLength(2), 0);
+
+  // And the context still works.
+  auto tokens = SomeTokens(*model_, 10, 17);
+  EXPECT_TRUE(LogitsClose(Cold(3, tokens), Cold(0, tokens)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ContextTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(ContextOptionsTest, ValidateNamesTheBadField) {
+  ContextOptions o;
+  o.n_ubatch = o.n_batch + 1;
+  EXPECT_NE(o.Validate().message().find("n_ubatch"), std::string::npos);
+  o = ContextOptions{};
+  o.n_seq_max = 0;
+  EXPECT_NE(o.Validate().message().find("n_seq_max"), std::string::npos);
+  EXPECT_TRUE(ContextOptions{}.Validate().ok());
+}
+
+}  // namespace
+}  // namespace hearth::engine

@@ -1,0 +1,107 @@
+// Model: a loaded GGUF model, its vocabulary and what the rest of hearth needs to know
+// about it (architecture, layer kinds, chat template, fingerprint).
+//
+// Thread safety: a loaded Model is immutable; every const method may be called from any
+// thread at once. Contexts created from it must not outlive it.
+//
+// Invariants:
+//  1. info().layers.size() == info().n_layer.
+//  2. info().fingerprint is a pure function of the file's bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/types.h"
+
+struct llama_model;
+struct llama_vocab;
+
+namespace hearth::engine {
+
+struct LlamaModelDeleter {
+  void operator()(llama_model* model) const;
+};
+
+// Initializes llama.cpp's backends once per process and routes its log to stderr at the
+// given level. Safe to call more than once; the first call wins.
+void InitBackend(bool verbose);
+
+enum class LayerKind {
+  kAttention,      // full causal attention: KV cache, trimmable at any position
+  kSlidingWindow,  // attention over the last n_swa positions only
+  kRecurrent,      // fixed-size state (SSM / Gated DeltaNet): cannot be trimmed back
+};
+
+const char* LayerKindName(LayerKind kind);
+
+struct ModelInfo {
+  std::string path;
+  std::string arch;          // general.architecture, e.g. "qwen35"
+  std::string description;   // llama.cpp's one-line description
+  std::string name;          // general.name, may be empty
+  int n_ctx_train = 0;
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_vocab = 0;
+  int n_swa = 0;             // 0 when no layer uses a sliding window
+  uint64_t n_params = 0;
+  uint64_t size_bytes = 0;   // tensor bytes
+  std::vector<LayerKind> layers;
+  bool has_recurrent = false;
+  std::string chat_template;  // embedded tokenizer.chat_template, may be empty
+  std::string fingerprint;    // 32 hex digits: XXH3-128 of the whole file
+};
+
+struct ModelOptions {
+  int n_gpu_layers = -1;   // -1: all layers on the accelerator when one is built in
+  bool use_mmap = true;
+};
+
+class Model {
+ public:
+  // Loads the GGUF at `path`. Errors: kNotFound (no such file), kInvalidArgument (not a GGUF
+  // file, truncated, unknown architecture, tensors missing). Never aborts the process.
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path, const ModelOptions& options);
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelInfo& info() const { return info_; }
+
+  // Tokenizes `text`. `parse_special`: text like "<|im_start|>" becomes its control token
+  // (true for rendered chat prompts; false for untrusted user text). Adds BOS when the
+  // vocabulary asks for it and `add_bos` is true.
+  std::vector<Token> Tokenize(std::string_view text, bool add_bos, bool parse_special) const;
+
+  // The bytes of one token. `render_special`: control tokens print as their text.
+  // The bytes may be an incomplete UTF-8 sequence; see Detokenizer for streams.
+  std::string TokenPiece(Token token, bool render_special) const;
+
+  // Concatenated pieces of `tokens`.
+  std::string Detokenize(std::span<const Token> tokens, bool render_special) const;
+
+  bool IsEndOfGeneration(Token token) const;
+  bool IsValidToken(Token token) const { return token >= 0 && token < info_.n_vocab; }
+
+  // For src/engine only.
+  llama_model* raw() const { return model_.get(); }
+  const llama_vocab* vocab() const { return vocab_; }
+
+ private:
+  Model(llama_model* model, ModelInfo info);
+
+  std::unique_ptr<llama_model, LlamaModelDeleter> model_;
+  const llama_vocab* vocab_;
+  ModelInfo info_;
+};
+
+// XXH3-128 of the file's bytes as 32 hex digits. Errors: kNotFound, kDataLoss on read error.
+StatusOr<std::string> FingerprintFile(const std::string& path);
+
+}  // namespace hearth::engine

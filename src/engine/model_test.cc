@@ -1,0 +1,96 @@
+#include "engine/model.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "testing/test_env.h"
+
+namespace hearth::engine {
+namespace {
+
+TEST(ModelTest, HybridReportsItsLayerKinds) {
+  const Model* m = testing::LoadTestModel("qwen35");
+  ASSERT_NE(m, nullptr);
+  const ModelInfo& info = m->info();
+  EXPECT_EQ(info.arch, "qwen35");
+  EXPECT_TRUE(info.has_recurrent);
+  ASSERT_EQ(static_cast<int>(info.layers.size()), info.n_layer);
+  int n_attn = 0, n_rec = 0;
+  for (LayerKind k : info.layers) (k == LayerKind::kRecurrent ? n_rec : n_attn)++;
+  EXPECT_GT(n_rec, 0);
+  EXPECT_GT(n_attn, 0);
+  EXPECT_EQ(info.layers.back(), LayerKind::kAttention) << "qwen35 puts full attention on every 4th layer";
+  // The real Qwen3.5 template (with its <think> handling), not the vocab file's ChatML.
+  EXPECT_NE(info.chat_template.find("<think>"), std::string::npos);
+  EXPECT_EQ(info.fingerprint.size(), 32u);
+}
+
+TEST(ModelTest, AttentionOnlyModelHasNoRecurrentLayers) {
+  const Model* m = testing::LoadTestModel("qwen3");
+  ASSERT_NE(m, nullptr);
+  EXPECT_FALSE(m->info().has_recurrent);
+  for (LayerKind k : m->info().layers) EXPECT_EQ(k, LayerKind::kAttention);
+}
+
+TEST(ModelTest, FingerprintIsStableAndContentBased) {
+  auto a = FingerprintFile(testing::TestModelPath("qwen35"));
+  auto b = FingerprintFile(testing::TestModelPath("qwen35"));
+  auto c = FingerprintFile(testing::TestModelPath("qwen3"));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+  EXPECT_EQ(FingerprintFile("/nonexistent/x.gguf").status().code(), StatusCode::kNotFound);
+}
+
+TEST(ModelTest, TokenizeRoundTripsMultibyteText) {
+  const Model* m = testing::LoadTestModel("qwen35");
+  ASSERT_NE(m, nullptr);
+  const std::string text = "h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C \xF0\x9F\x99\x82 done";
+  std::vector<Token> toks = m->Tokenize(text, false, false);
+  ASSERT_FALSE(toks.empty());
+  EXPECT_EQ(m->Detokenize(toks, false), text);
+}
+
+TEST(ModelTest, SpecialTokensParseOnlyWhenAsked) {
+  const Model* m = testing::LoadTestModel("qwen35");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->Tokenize("<|im_start|>", false, true).size(), 1u);
+  EXPECT_GT(m->Tokenize("<|im_start|>", false, false).size(), 1u);
+  const Token im_end = m->Tokenize("<|im_end|>", false, true).at(0);
+  EXPECT_TRUE(m->IsEndOfGeneration(im_end));
+  EXPECT_EQ(m->TokenPiece(im_end, true), "<|im_end|>");
+  EXPECT_FALSE(m->IsValidToken(m->info().n_vocab));
+  EXPECT_EQ(m->TokenPiece(-5, true), "");
+}
+
+TEST(ModelTest, MissingFileIsNotFound) {
+  auto m = Model::Load("/nonexistent/model.gguf", {});
+  EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
+}
+
+TEST(ModelTest, NonGgufFileIsRejected) {
+  std::string path = testing::MakeTempDir() + "/not-a-model.gguf";
+  std::ofstream(path) << "this is not a GGUF file, just text\n";
+  auto m = Model::Load(path, {});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("GGUF"), std::string::npos);
+}
+
+TEST(ModelTest, TruncatedFileIsRejected) {
+  const std::string src = testing::TestModelPath("qwen35");
+  const auto size = std::filesystem::file_size(src);
+  for (double frac : {0.001, 0.5, 0.99}) {
+    std::string path = testing::MakeTempDir() + "/truncated.gguf";
+    std::filesystem::copy_file(src, path);
+    std::filesystem::resize_file(path, static_cast<uintmax_t>(static_cast<double>(size) * frac));
+    auto m = Model::Load(path, {});
+    ASSERT_FALSE(m.ok()) << "loaded a file cut to " << frac;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace hearth::engine

@@ -1,0 +1,13 @@
+// Plain value types shared by the engine and its callers. No llama.h here: only
+// src/engine/*.cc include it, so every other module stays engine-agnostic.
+#pragma once
+
+#include <cstdint>
+
+namespace hearth::engine {
+
+using Token = int32_t;   // a vocabulary id, in [0, n_vocab)
+using Pos = int32_t;     // a position inside one sequence, counted from 0
+using SeqId = int32_t;   // a sequence slot inside a Context, in [0, n_seq_max)
+
+}  // namespace hearth::engine

@@ -1,0 +1,100 @@
+// EngineLoop: the single thread that owns the llama context and runs every request:
+// admit queued tasks into free slots, build one batch (a decode token for every
+// generating slot plus prefill chunks within the batch budget), decode, then sample and
+// stream each slot's next token (continuous batching).
+//
+// Threads: Start/Stop from the owner; Submit and stats() from any thread (HTTP handlers);
+// everything else runs on the loop thread.
+//
+// Invariants:
+//  1. Only the loop thread touches the Context, the slots and the samplers.
+//  2. Every submitted task ends with exactly one kDone or kError event on its stream.
+//  3. The wait queue never holds more than max_queued tasks; Submit refuses the rest.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "server/request_stream.h"
+#include "server/slot.h"
+#include "server/task.h"
+
+namespace hearth::server {
+
+struct EngineConfig {
+  engine::ContextOptions context;  // context.n_seq_max is the number of parallel slots
+  int max_queued = 64;             // tasks waiting for a slot before Submit says 503
+};
+
+struct EngineStats {
+  int64_t requests_finished = 0;
+  int64_t requests_cancelled = 0;
+  int64_t requests_failed = 0;
+  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens_cached = 0;
+  int64_t prompt_tokens_prefilled = 0;
+  int64_t generated_tokens = 0;
+  int64_t decode_calls = 0;
+  int slots_busy = 0;
+  int queued = 0;
+};
+
+class EngineLoop {
+ public:
+  // `model` must outlive the loop.
+  EngineLoop(const engine::Model& model, EngineConfig config);
+  ~EngineLoop();  // stops the thread; unfinished requests get a kError event
+
+  // Creates the context and starts the thread. Errors: from Context::Create.
+  Status Start();
+  void Stop();
+
+  // Queues a task. Errors: kResourceExhausted when the wait queue is full;
+  // kUnavailable when stopped.
+  StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationTask task);
+
+  EngineStats stats() const;
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct Queued {
+    GenerationTask task;
+    std::shared_ptr<RequestStream> stream;
+  };
+
+  void Run();
+  bool WaitForWork();
+  void AdmitQueued();
+  std::optional<Queued> PopValidTask();
+  void DropCancelled();
+  void BuildBatch();
+  void CommitStep();
+  void EmitToken(Slot& slot, engine::Token token);
+  void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
+  void FailSlot(Slot& slot, const Status& error);
+  void Release(Slot& slot);
+
+  const engine::Model& model_;
+  EngineConfig config_;
+  std::unique_ptr<engine::Context> ctx_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // index == sequence id; null when free
+  engine::Batch batch_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Queued> queue_;  // guarded by mu_
+  bool stopping_ = false;     // guarded by mu_
+  EngineStats stats_;         // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,120 @@
+#include "server/generate_handler.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "server/response_writer.h"
+
+namespace hearth::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kPollInterval{50};
+constexpr int kKeepAliveEvery = 100;  // polls, i.e. 5 seconds
+
+void ReplyError(ResponseWriter& writer, const api::ApiError& error, httplib::Response& res) {
+  res.status = error.http_status;
+  res.set_content(writer.ErrorBody(error), "application/json");
+}
+
+// Streams events to the client until the request is done; cancels it if the client goes.
+struct StreamState {
+  std::shared_ptr<RequestStream> stream;
+  std::unique_ptr<ResponseWriter> writer;
+  api::Usage usage_at_start;
+  bool begun = false;
+  bool done = false;
+  int idle_polls = 0;
+};
+
+bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
+  if (st.done) {
+    sink.done();
+    return true;
+  }
+  std::string out;
+  if (!st.begun) {
+    out += st.writer->Begin(st.usage_at_start);
+    st.begun = true;
+  }
+  StreamEvent ev;
+  if (st.stream->Next(&ev, kPollInterval)) {
+    st.idle_polls = 0;
+    switch (ev.kind) {
+      case StreamEvent::Kind::kDelta: out += st.writer->Delta(ev.delta); break;
+      case StreamEvent::Kind::kDone:
+        out += st.writer->End(ev.completion);
+        st.done = true;
+        break;
+      case StreamEvent::Kind::kError:
+        out += st.writer->Fail(ToApiError(ev.error));
+        st.done = true;
+        break;
+    }
+  } else if (++st.idle_polls % kKeepAliveEvery == 0) {
+    out += st.writer->KeepAlive();
+  }
+  if (!out.empty() && !sink.write(out.data(), out.size())) {
+    st.stream->Cancel();
+    return false;
+  }
+  if (!sink.is_writable()) {
+    st.stream->Cancel();
+    return false;
+  }
+  if (st.done) sink.done();
+  return true;
+}
+
+}  // namespace
+
+void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std::string& model_alias,
+                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res) {
+  auto writer = MakeResponseWriter(request.flavor, model_alias, request.include_usage);
+  auto built = builder.Build(request);
+  if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(*writer, *err, res);
+  BuildResult& br = std::get<BuildResult>(built);
+  api::Usage usage0;
+  usage0.prompt_tokens = static_cast<int>(br.task.prompt.size());
+
+  auto submitted = engine.Submit(std::move(br.task));
+  if (!submitted.ok()) return ReplyError(*writer, ToApiError(submitted.status()), res);
+  std::shared_ptr<RequestStream> stream = *submitted;
+
+  if (request.stream) {
+    auto st = std::make_shared<StreamState>();
+    st->stream = stream;
+    st->writer = std::move(writer);
+    st->usage_at_start = usage0;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [st](size_t, httplib::DataSink& sink) { return ProvideStream(*st, sink); },
+        [st](bool success) {
+          if (!success || !st->done) st->stream->Cancel();
+        });
+    return;
+  }
+
+  // Whole response: wait for the end, cancelling if the client hangs up meanwhile.
+  StreamEvent ev;
+  while (true) {
+    if (!stream->Next(&ev, kPollInterval)) {
+      if (req.is_connection_closed()) {
+        stream->Cancel();
+        res.status = 499;
+        return;
+      }
+      continue;
+    }
+    if (ev.kind == StreamEvent::Kind::kDelta) continue;
+    break;
+  }
+  if (ev.kind == StreamEvent::Kind::kError) return ReplyError(*writer, ToApiError(ev.error), res);
+  res.set_content(writer->Whole(ev.completion), "application/json");
+}
+
+}  // namespace hearth::server

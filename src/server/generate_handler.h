@@ -1,0 +1,24 @@
+// The generation routes' common path: build the task, submit it, and write the engine's
+// events back as a streaming or a whole response in the request's API shape.
+//
+// Thread safety: called on an HTTP worker thread; touches the engine only through
+// EngineLoop::Submit and the returned RequestStream.
+#pragma once
+
+#include <string>
+
+#include "api/types.h"
+#include "server/engine_loop.h"
+#include "server/request_builder.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace hearth::server {
+
+void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std::string& model_alias,
+                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res);
+
+}  // namespace hearth::server

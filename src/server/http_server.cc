@@ -1,0 +1,209 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <nlohmann/json.hpp>
+
+#include "api/anthropic.h"
+#include "api/openai.h"
+#include "server/generate_handler.h"
+#include "server/metrics.h"
+
+namespace hearth::server {
+namespace {
+
+using json = nlohmann::json;
+
+bool IsAnthropicPath(const std::string& path) { return path.starts_with("/v1/messages"); }
+
+// The error body in the shape of the API the path belongs to.
+std::string ErrorBodyFor(const std::string& path, const api::ApiError& e) {
+  return IsAnthropicPath(path) ? api::anthropic::ErrorJson(e) : api::openai::ErrorJson(e);
+}
+
+void ReplyError(const httplib::Request& req, httplib::Response& res, const api::ApiError& e) {
+  std::fprintf(stderr, "hearth: %s %s -> %d %s\n", req.method.c_str(), req.path.c_str(), e.http_status,
+               e.message.c_str());
+  res.status = e.http_status;
+  res.set_content(ErrorBodyFor(req.path, e), "application/json");
+}
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+// Handlers run inside this: any exception becomes a 500 in the API's shape.
+httplib::Server::Handler Guarded(httplib::Server::Handler h) {
+  return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      h(req, res);
+    } catch (const std::exception& e) {
+      ReplyError(req, res, {500, "api_error", std::string("internal error: ") + e.what(), ""});
+    } catch (...) {
+      ReplyError(req, res, {500, "api_error", "internal error", ""});
+    }
+  };
+}
+
+std::optional<json> ParseJsonBody(const httplib::Request& req, httplib::Response& res) {
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    ReplyError(req, res, {400, "invalid_request_error", "the request body must be a JSON object", ""});
+    return std::nullopt;
+  }
+  return body;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engine::ChatTemplate& chat_template,
+                       EngineLoop& engine)
+    : config_(std::move(config)),
+      model_(model),
+      template_(chat_template),
+      engine_(engine),
+      builder_(model, chat_template, engine.config().context.n_ctx),
+      http_(std::make_unique<httplib::Server>()) {
+  RegisterRoutes();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Bind() {
+  if (config_.port == 0) {
+    port_ = http_->bind_to_any_port(config_.host);
+    if (port_ <= 0) return Unavailable("cannot bind " + config_.host);
+  } else {
+    if (!http_->bind_to_port(config_.host, config_.port)) {
+      return Unavailable("cannot bind " + config_.host + ":" + std::to_string(config_.port) +
+                         " (in use, or not an address of this machine)");
+    }
+    port_ = config_.port;
+  }
+  return Status::Ok();
+}
+
+void HttpServer::Serve() { http_->listen_after_bind(); }
+
+void HttpServer::Stop() {
+  if (http_) http_->stop();
+}
+
+void HttpServer::RegisterRoutes() {
+  httplib::Server& s = *http_;
+  const int threads = config_.n_http_threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.set_payload_max_length(config_.max_body_bytes);
+  s.set_read_timeout(600, 0);
+  s.set_write_timeout(600, 0);
+
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (config_.cors) {
+      res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin").empty() ? "*" : req.get_header_value("Origin"));
+      res.set_header("Access-Control-Allow-Headers", "*");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      if (req.method == "OPTIONS") {
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    if (config_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    std::string key = req.get_header_value("x-api-key");
+    const std::string auth = req.get_header_value("Authorization");
+    if (key.empty() && auth.starts_with("Bearer ")) key = auth.substr(7);
+    if (ConstantTimeEquals(key, config_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    ReplyError(req, res, {401, "authentication_error", "invalid or missing API key", ""});
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  // Errors httplib produces itself (unknown route, body too large) get a JSON body too.
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = res.status == 404   ? "no route for " + req.method + " " + req.path
+                          : res.status == 413 ? "the request body is larger than the server accepts"
+                                              : "request failed with HTTP " + std::to_string(res.status);
+    const std::string type = res.status == 404 ? "not_found_error" : "invalid_request_error";
+    res.set_content(ErrorBodyFor(req.path, {res.status, type, message, ""}), "application/json");
+  });
+
+  s.Post("/v1/chat/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    auto r = api::openai::ParseChatCompletionRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
+  }));
+  s.Post("/v1/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    auto r = api::openai::ParseCompletionRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
+  }));
+  s.Post("/v1/messages", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    auto r = api::anthropic::ParseMessagesRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
+  }));
+  s.Post("/v1/messages/count_tokens", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    auto r = api::anthropic::ParseCountTokensRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    auto built = builder_.Render(*r);
+    if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(req, res, *err);
+    const auto n = static_cast<int>(std::get<BuildResult>(built).task.prompt.size());
+    res.set_content(api::anthropic::CountTokensJson(n), "application/json");
+  }));
+  s.Get("/v1/models", Guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(api::openai::ModelsJson({{config_.model_alias, 0, "hearth"}}), "application/json");
+  }));
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(FormatPrometheus(engine_.stats()), "text/plain; version=0.0.4");
+  }));
+  s.Post("/tokenize", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    auto body = ParseJsonBody(req, res);
+    if (!body) return;
+    if (!body->contains("content") || !(*body)["content"].is_string()) {
+      return ReplyError(req, res, BadRequest("content must be a string", "content"));
+    }
+    const bool add_special = body->value("add_special", false);
+    const bool parse_special = body->value("parse_special", true);
+    auto tokens = model_.Tokenize((*body)["content"].get<std::string>(), add_special, parse_special);
+    res.set_content(json{{"tokens", tokens}}.dump(), "application/json");
+  }));
+  s.Post("/detokenize", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    auto body = ParseJsonBody(req, res);
+    if (!body) return;
+    const json& toks = (*body)["tokens"];
+    if (!toks.is_array()) return ReplyError(req, res, BadRequest("tokens must be an array of token ids", "tokens"));
+    std::vector<engine::Token> ids;
+    for (const auto& t : toks) {
+      if (!t.is_number_integer() || !model_.IsValidToken(t.get<engine::Token>())) {
+        return ReplyError(req, res, BadRequest("tokens must hold ids in [0, " +
+                                                   std::to_string(model_.info().n_vocab) + ")", "tokens"));
+      }
+      ids.push_back(t.get<engine::Token>());
+    }
+    json out{{"content", model_.Detokenize(ids, true)}};
+    res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  }));
+  s.Post("/apply-template", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    auto r = api::openai::ParseChatCompletionRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    auto built = builder_.Render(*r);
+    if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(req, res, *err);
+    const BuildResult& br = std::get<BuildResult>(built);
+    json out{{"prompt", br.prompt_text}, {"n_tokens", br.task.prompt.size()}};
+    res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  }));
+}
+
+}  // namespace hearth::server

@@ -1,0 +1,68 @@
+// HttpServer: the HTTP front of hearth. Parses requests with the API front ends
+// (src/api/), builds tasks (RequestBuilder), submits them to the EngineLoop, and writes
+// responses, streaming or not.
+//
+// Threads: Listen blocks the calling thread; handlers run on httplib's worker pool and
+// never touch the engine except through EngineLoop::Submit and RequestStream. Stop may
+// be called from any thread (e.g. a signal watcher).
+//
+// Invariants:
+//  1. Every handler answers in the shape of the API it serves (OpenAI or Anthropic),
+//     also for errors; no exception escapes a handler (a wrapper turns it into a 500).
+//  2. A client that goes away cancels its request within one engine step.
+//  3. Without --api-key every route is open; with it every route but /health needs
+//     "Authorization: Bearer KEY" or "x-api-key: KEY", compared in constant time.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "engine/chat_template.h"
+#include "engine/model.h"
+#include "server/engine_loop.h"
+#include "server/request_builder.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace hearth::server {
+
+struct HttpConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;               // 0: pick a free port (see HttpServer::port)
+  std::string api_key;           // empty: no authentication
+  bool cors = false;             // answer browsers' cross-origin requests
+  size_t max_body_bytes = 32u << 20;
+  std::string model_alias;       // the model id reported by /v1/models
+  int n_http_threads = 32;
+};
+
+class HttpServer {
+ public:
+  // All references must outlive the server.
+  HttpServer(HttpConfig config, const engine::Model& model, const engine::ChatTemplate& chat_template,
+             EngineLoop& engine);
+  ~HttpServer();
+
+  // Binds the port. Errors: kUnavailable when the address cannot be bound.
+  Status Bind();
+  // Serves until Stop. REQUIRES: Bind() succeeded.
+  void Serve();
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  void RegisterRoutes();
+
+  HttpConfig config_;
+  const engine::Model& model_;
+  const engine::ChatTemplate& template_;
+  EngineLoop& engine_;
+  RequestBuilder builder_;
+  std::unique_ptr<httplib::Server> http_;
+  int port_ = 0;
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,45 @@
+// Turns an API-neutral GenerationRequest into a GenerationTask for the engine loop:
+// renders chat messages with the model's template, tokenizes, maps sampling settings,
+// and checks the result against the context size.
+//
+// Thread safety: BuildTask is const and may run on any HTTP thread at once (the Model
+// and ChatTemplate it reads are immutable).
+#pragma once
+
+#include "api/types.h"
+#include "engine/chat_template.h"
+#include "engine/model.h"
+#include "server/task.h"
+
+namespace hearth::server {
+
+struct BuildResult {
+  GenerationTask task;
+  std::string prompt_text;  // the rendered prompt, for /apply-template and logs
+};
+
+class RequestBuilder {
+ public:
+  // `model` and `chat_template` must outlive the builder. `n_ctx`: most positions one
+  // sequence may use.
+  RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx)
+      : model_(model), template_(chat_template), n_ctx_(n_ctx) {}
+
+  // Errors (as API errors, 400 unless noted): the template rejects the conversation; the
+  // prompt does not fit the context, or prompt + max_tokens does not (both with the
+  // numbers); sampling values out of range.
+  std::variant<BuildResult, api::ApiError> Build(const api::GenerationRequest& request) const;
+
+  // Only renders and tokenizes (count_tokens, /apply-template, /tokenize).
+  std::variant<BuildResult, api::ApiError> Render(const api::GenerationRequest& request) const;
+
+ private:
+  const engine::Model& model_;
+  const engine::ChatTemplate& template_;
+  int n_ctx_;
+};
+
+// 400 invalid_request_error with `message`.
+api::ApiError BadRequest(std::string message, std::string param = "");
+
+}  // namespace hearth::server

@@ -1,0 +1,44 @@
+#include "server/request_stream.h"
+
+namespace hearth::server {
+
+void RequestStream::Push(StreamEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    if (event.kind != StreamEvent::Kind::kDelta) closed_ = true;
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_one();
+}
+
+void RequestStream::PushDelta(api::Delta delta) {
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kDelta;
+  e.delta = std::move(delta);
+  Push(std::move(e));
+}
+
+void RequestStream::PushDone(api::Completion completion) {
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kDone;
+  e.completion = std::move(completion);
+  Push(std::move(e));
+}
+
+void RequestStream::PushError(Status error) {
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kError;
+  e.error = std::move(error);
+  Push(std::move(e));
+}
+
+bool RequestStream::Next(StreamEvent* event, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return false;
+  *event = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+}  // namespace hearth::server

@@ -1,0 +1,57 @@
+// RequestStream: the one-way channel from the engine loop to the HTTP thread serving one
+// request, plus the cancel flag going the other way.
+//
+// Threads: exactly one producer (the engine loop) calls Push*; exactly one consumer (the
+// HTTP handler) calls Next and Cancel. Both hold a shared_ptr, so either side may go away
+// first.
+//
+// Invariants:
+//  1. After a kDone or kError event nothing more is pushed.
+//  2. Cancel() is sticky; the engine sees it at its next step and finishes the request
+//     with FinishReason::kCancelled, keeping what was computed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "api/types.h"
+#include "base/status.h"
+
+namespace hearth::server {
+
+struct StreamEvent {
+  enum class Kind { kDelta, kDone, kError };
+  Kind kind = Kind::kDelta;
+  api::Delta delta;            // kDelta
+  api::Completion completion;  // kDone: the whole response, with usage
+  Status error;                // kError
+};
+
+class RequestStream {
+ public:
+  // Producer side.
+  void PushDelta(api::Delta delta);
+  void PushDone(api::Completion completion);
+  void PushError(Status error);
+
+  // Consumer side. Waits up to `timeout` for the next event; false on timeout.
+  bool Next(StreamEvent* event, std::chrono::milliseconds timeout);
+  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+
+  // Either side.
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+ private:
+  void Push(StreamEvent event);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;  // guarded by mu_
+  bool closed_ = false;             // guarded by mu_
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,37 @@
+// ResponseWriter: one request's output in the wire format of the API it came in on.
+// Streaming responses call Begin, Delta*, then End or Fail; non-streaming ones call
+// Whole or ErrorBody once.
+//
+// Thread safety: one writer per request, used by the HTTP thread serving it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "api/types.h"
+#include "base/status.h"
+
+namespace hearth::server {
+
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  virtual std::string Begin(const api::Usage& usage) = 0;
+  virtual std::string Delta(const api::Delta& delta) = 0;
+  virtual std::string End(const api::Completion& completion) = 0;
+  virtual std::string Fail(const api::ApiError& error) = 0;
+  // Keeps idle connections open while a long prefill runs; may be empty.
+  virtual std::string KeepAlive() = 0;
+
+  virtual std::string Whole(const api::Completion& completion) = 0;
+  virtual std::string ErrorBody(const api::ApiError& error) = 0;
+};
+
+// `include_usage`: OpenAI's stream_options.include_usage.
+std::unique_ptr<ResponseWriter> MakeResponseWriter(api::Flavor flavor, std::string model, bool include_usage);
+
+// The API error for an engine Status: 400 for bad input, 503 when busy or shutting down,
+// 500 otherwise.
+api::ApiError ToApiError(const Status& status);
+
+}  // namespace hearth::server

@@ -1,0 +1,45 @@
+// Slot: one request in flight inside the engine loop, bound to one context sequence.
+//
+// Owned and touched only by the engine loop thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "engine/chat_template.h"
+#include "engine/detokenizer.h"
+#include "engine/sampler.h"
+#include "engine/stop_strings.h"
+#include "server/request_stream.h"
+#include "server/task.h"
+
+namespace hearth::server {
+
+struct Slot {
+  engine::SeqId seq = 0;
+  GenerationTask task;
+  std::shared_ptr<RequestStream> stream;
+  std::unique_ptr<engine::Sampler> sampler;
+  std::unique_ptr<engine::Detokenizer> detokenizer;
+  std::unique_ptr<engine::StopStrings> stops;
+  std::unique_ptr<engine::OutputParser> parser;  // null for raw completions
+
+  size_t n_prompt_done = 0;          // prompt tokens already in the sequence
+  int n_cached = 0;                  // of those, reused rather than prefilled
+  std::vector<engine::Token> generated;
+  std::optional<engine::Token> pending;  // sampled, to be decoded next step
+  bool in_batch = false;                 // has tokens in the batch being decoded
+  std::optional<int> logits_index;       // its logits row in that batch, when it samples
+  api::Completion completion;            // text accumulates here for non-parsed output
+
+  std::chrono::steady_clock::time_point t_admitted;
+  std::chrono::steady_clock::time_point t_first_token;
+
+  bool prefilling() const { return n_prompt_done < task.prompt.size(); }
+};
+
+}  // namespace hearth::server
