@@ -1,0 +1,446 @@
+#include "cache/prefix_cache.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cache/disk_store.h"
+
+namespace hearth::cache {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Cheapest tier first.
+int TierCost(Tier t) { return t == Tier::kDevice ? 0 : t == Tier::kRam ? 1 : 2; }
+
+}  // namespace
+
+// What a resume at some depth restores from: one state for the attention part (and the
+// recurrent part, when it sits exactly at the depth), plus a partial state when the
+// attention source lies deeper.
+struct PrefixCache::Source {
+  uint64_t attention = 0;           // kDevice or kFull state at or below the depth
+  std::optional<uint64_t> partial;  // state at exactly the depth, when attention is deeper
+  Tier tier = Tier::kDevice;
+};
+
+PrefixCache::PrefixCache(CacheConfig config, SequenceStore& store, DiskStore* disk)
+    : config_(std::move(config)), store_(store), disk_(disk) {
+  if (disk_) {
+    for (const auto& e : disk_->Scan()) {
+      PrefixTree::Node* node = tree_.Insert(e.ns, e.tokens);
+      State s;
+      s.kind = e.kind;
+      s.tier = Tier::kDisk;
+      s.bytes = e.bytes;
+      s.disk_key = e.key;
+      tree_.AddState(node, s);
+    }
+  }
+}
+
+PrefixCache::~PrefixCache() = default;
+
+bool PrefixCache::IsFree(int32_t seq) const { return !lent_.contains(seq) && !device_state_of_seq_.contains(seq); }
+
+std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, std::span<const Token> tokens,
+                                                       int32_t max_reuse) {
+  // A cached device sequence that is itself the deepest usable state on the path is
+  // simply handed over.
+  max_reuse = std::min<int32_t>(max_reuse, static_cast<int32_t>(tokens.size()));
+  auto m = tree_.MatchPrefix(ns, tokens.subspan(0, static_cast<size_t>(std::max(0, max_reuse))));
+  for (auto it = m.path.rbegin(); it != m.path.rend() && (*it)->depth > 0; ++it) {
+    const State* own = nullptr;
+    for (const auto& s : (*it)->states) {
+      if (s.kind == StateKind::kDevice) own = &s;
+    }
+    const bool deeper_possible = !config_.needs_partial && m.below != nullptr;
+    if (own && !deeper_possible) {
+      Lease lease;
+      lease.seq = own->seq;
+      lease.report.n_reused = (*it)->depth;
+      lease.report.n_matched = static_cast<int32_t>(m.n_matched);
+      lease.report.tier = Tier::kDevice;
+      if (lease.report.n_reused < max_reuse) {
+        lease.report.stopped_because = "prompt diverges from the cache at token " + std::to_string(m.n_matched);
+      }
+      device_state_of_seq_.erase(own->seq);
+      tree_.RemoveState(own->id);
+      lent_[lease.seq] = true;
+      stats_.hits_device++;
+      stats_.tokens_reused += lease.report.n_reused;
+      return lease;
+    }
+    if (!(*it)->states.empty()) break;  // a deeper non-device state may serve better
+  }
+  std::optional<int32_t> seq = TakeSequence();
+  if (!seq) return std::nullopt;
+  Lease lease;
+  lease.seq = *seq;
+  lease.report = Resume(ns, *seq, tokens, max_reuse);
+  return lease;
+}
+
+std::optional<int32_t> PrefixCache::TakeSequence() {
+  for (int32_t seq : config_.sequences) {
+    if (IsFree(seq)) {
+      lent_[seq] = true;
+      return seq;
+    }
+  }
+  // Evict the least recently used cached device sequence.
+  uint64_t victim = 0;
+  int64_t oldest = INT64_MAX;
+  for (const auto& [seq, id] : device_state_of_seq_) {
+    const State* s = tree_.FindState(id);
+    if (s && s->pins == 0 && s->last_used < oldest) {
+      oldest = s->last_used;
+      victim = id;
+    }
+  }
+  if (victim == 0) return std::nullopt;
+  const int32_t seq = tree_.FindState(victim)->seq;
+  EvictDevice(victim);
+  lent_[seq] = true;
+  return seq;
+}
+
+// Moves a cached device sequence's full state to RAM (when the budget allows), then
+// frees the sequence.
+void PrefixCache::EvictDevice(uint64_t state_id) {
+  PrefixTree::Node* node = nullptr;
+  State* s = tree_.FindState(state_id, &node);
+  const int32_t seq = s->seq;
+  auto bytes = store_.Save(seq, /*partial=*/false);
+  // The node stays alive while the device state is still on it.
+  if (bytes.ok()) Keep(node, StateKind::kFull, std::move(*bytes));
+  tree_.RemoveState(state_id);
+  device_state_of_seq_.erase(seq);
+  store_.Clear(seq);
+}
+
+void PrefixCache::Keep(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes) {
+  if (bytes.size() <= config_.ram_budget_bytes) {
+    AddRamState(node, kind, std::move(bytes));
+    EnforceRamBudget();
+    return;
+  }
+  if (disk_) {
+    auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), kind, bytes);
+    if (key.ok()) {
+      ForgetDiskKeys(disk_->evicted());
+      State d;
+      d.kind = kind;
+      d.tier = Tier::kDisk;
+      d.disk_key = *key;
+      d.bytes = bytes.size();
+      tree_.AddState(node, d);
+      stats_.snapshots_taken++;
+      return;
+    }
+  }
+  tree_.PruneIfUseless(node);
+}
+
+uint64_t PrefixCache::AddRamState(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes) {
+  State s;
+  s.kind = kind;
+  s.tier = Tier::kRam;
+  s.bytes = bytes.size();
+  const uint64_t id = tree_.AddState(node, s);
+  ram_bytes_ += bytes.size();
+  ram_[id] = std::move(bytes);
+  stats_.snapshots_taken++;
+  return id;
+}
+
+std::span<const uint8_t> PrefixCache::Bytes(const State& s) {
+  auto it = ram_.find(s.id);
+  if (it == ram_.end()) return {};
+  return it->second;
+}
+
+// The best state to restore the attention part for depth `depth` from: a device
+// sequence or a full state at `node` or below. With `need_exact`, the recurrent part must
+// come from a state at exactly `node` too.
+std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth) {
+  std::optional<Source> best;
+  auto consider = [&](const State& s, std::optional<uint64_t> partial) {
+    if (s.kind == StateKind::kPartial) return;
+    Tier t = s.tier;
+    if (partial) {
+      const State* p = tree_.FindState(*partial);
+      if (p && TierCost(p->tier) > TierCost(t)) t = p->tier;
+    }
+    if (!best || TierCost(t) < TierCost(best->tier)) best = Source{s.id, partial, t};
+  };
+  // States exactly here carry both parts.
+  const bool at_depth = node->depth == depth;
+  if (at_depth) {
+    for (const auto& s : node->states) consider(s, std::nullopt);
+    if (best && best->tier == Tier::kDevice) return best;
+  }
+  std::optional<uint64_t> partial;
+  if (need_exact) {
+    if (!at_depth) return best;
+    for (const auto& s : node->states) {
+      if (s.kind == StateKind::kPartial && (!partial || s.tier == Tier::kRam)) partial = s.id;
+    }
+    if (!partial) return best;
+  }
+  // Attention from anything deeper on this path: the node itself when the depth lies
+  // inside its edge, and everything below it.
+  std::vector<PrefixTree::Node*> stack;
+  if (!at_depth) {
+    stack.push_back(node);
+  } else {
+    for (auto& [tok, child] : node->children) stack.push_back(child.get());
+  }
+  while (!stack.empty()) {
+    PrefixTree::Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& s : n->states) consider(s, partial);
+    for (auto& [tok, child] : n->children) stack.push_back(child.get());
+  }
+  return best;
+}
+
+Status PrefixCache::Execute(int32_t seq, const Source& src, int32_t depth) {
+  State* a = tree_.FindState(src.attention);
+  if (a == nullptr) return Internal("state vanished");
+  a->last_used = tree_.Tick();
+  if (a->kind == StateKind::kDevice) {
+    store_.Copy(a->seq, seq, depth);
+  } else {
+    std::vector<uint8_t> loaded;
+    std::span<const uint8_t> bytes = Bytes(*a);
+    if (a->tier == Tier::kDisk) {
+      auto r = disk_->Read(a->disk_key);
+      if (!r.ok()) {
+        stats_.snapshots_quarantined++;
+        tree_.RemoveState(src.attention);
+        return r.status();
+      }
+      loaded = std::move(*r);
+      bytes = loaded;
+    }
+    HEARTH_RETURN_IF_ERROR(store_.Restore(seq, bytes, /*partial=*/false));
+  }
+  if (src.partial) {
+    State* p = tree_.FindState(*src.partial);
+    if (p == nullptr) return Internal("state vanished");
+    p->last_used = tree_.Tick();
+    std::vector<uint8_t> loaded;
+    std::span<const uint8_t> bytes = Bytes(*p);
+    if (p->tier == Tier::kDisk) {
+      auto r = disk_->Read(p->disk_key);
+      if (!r.ok()) {
+        stats_.snapshots_quarantined++;
+        tree_.RemoveState(*src.partial);
+        return r.status();
+      }
+      loaded = std::move(*r);
+      bytes = loaded;
+    }
+    HEARTH_RETURN_IF_ERROR(store_.Restore(seq, bytes, /*partial=*/true));
+  }
+  HEARTH_RETURN_IF_ERROR(store_.Truncate(seq, depth));
+  if (store_.Length(seq) != depth) {
+    return Internal("restored sequence holds " + std::to_string(store_.Length(seq)) + " positions, expected " +
+                    std::to_string(depth));
+  }
+  return Status::Ok();
+}
+
+ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens,
+                                 int32_t max_reuse) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ResumeReport report;
+  max_reuse = std::min<int32_t>(max_reuse, static_cast<int32_t>(tokens.size()));
+  auto m = tree_.MatchPrefix(ns, tokens.subspan(0, static_cast<size_t>(std::max(0, max_reuse))));
+  report.n_matched = static_cast<int32_t>(m.n_matched);
+  if (m.n_matched == 0) {
+    stats_.misses++;
+    report.stopped_because = "no cached prefix";
+    return report;
+  }
+  // Candidate depths, deepest first. Attention-only models can stop inside an edge.
+  struct Candidate {
+    PrefixTree::Node* node;
+    int32_t depth;
+  };
+  std::vector<Candidate> candidates;
+  if (!config_.needs_partial && m.below) candidates.push_back({m.below, static_cast<int32_t>(m.n_matched)});
+  for (auto it = m.path.rbegin(); it != m.path.rend(); ++it) {
+    if ((*it)->depth > 0) candidates.push_back({*it, (*it)->depth});
+  }
+  for (const auto& c : candidates) {
+    auto src = FindSource(c.node, config_.needs_partial, c.depth);
+    if (!src) continue;
+    Status s = Execute(seq, *src, c.depth);
+    if (!s.ok()) {
+      store_.Clear(seq);
+      report.stopped_because = "restore at " + std::to_string(c.depth) + " failed: " + s.message();
+      continue;
+    }
+    report.n_reused = c.depth;
+    report.tier = src->tier;
+    if (c.depth < static_cast<int32_t>(m.n_matched)) {
+      report.stopped_because = "no recurrent state between position " + std::to_string(c.depth) + " and " +
+                               std::to_string(m.n_matched) + " where the prompt leaves the cache";
+    } else if (static_cast<int32_t>(m.n_matched) < max_reuse) {
+      report.stopped_because = "prompt diverges from the cache at token " + std::to_string(m.n_matched);
+    }
+    break;
+  }
+  if (report.n_reused == 0) {
+    stats_.misses++;
+    if (report.stopped_because.empty()) {
+      report.stopped_because = "matched " + std::to_string(m.n_matched) + " tokens but no usable state on the way";
+    }
+  } else {
+    (report.tier == Tier::kDevice ? stats_.hits_device : report.tier == Tier::kRam ? stats_.hits_ram : stats_.hits_disk)++;
+    stats_.tokens_reused += report.n_reused;
+  }
+  report.restore_ms = MsSince(t0);
+  EnforceRamBudget();
+  return report;
+}
+
+void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<const Token> tokens) {
+  if (!config_.needs_partial || tokens.empty()) return;
+  // Skip positions that already have a state, or sit right next to one on the path.
+  auto m = tree_.MatchPrefix(ns, tokens);
+  if (m.n_matched == tokens.size() && !m.below && !m.path.back()->states.empty()) return;
+  for (auto* n : m.path) {
+    if (!n->states.empty() && static_cast<int>(tokens.size()) - n->depth < config_.min_snapshot_spacing &&
+        n->depth > 0 && n->depth < static_cast<int>(tokens.size())) {
+      return;
+    }
+  }
+  auto bytes = store_.Save(seq, /*partial=*/true);
+  if (!bytes.ok()) return;
+  Keep(tree_.Insert(ns, tokens), StateKind::kPartial, std::move(*bytes));
+}
+
+void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens) {
+  lent_.erase(seq);
+  if (tokens.empty()) {
+    store_.Clear(seq);
+    return;
+  }
+  PrefixTree::Node* node = tree_.Insert(ns, tokens);
+  State s;
+  s.kind = StateKind::kDevice;
+  s.tier = Tier::kDevice;
+  s.seq = seq;
+  device_state_of_seq_[seq] = tree_.AddState(node, s);
+  // Older device sequences ending on this path hold nothing the new one lacks but their
+  // recurrent state: keep that as a partial snapshot and free them.
+  for (PrefixTree::Node* n = node->parent; n; n = n->parent) {
+    std::vector<uint64_t> redundant;
+    for (const auto& st : n->states) {
+      if (st.kind == StateKind::kDevice) redundant.push_back(st.id);
+    }
+    for (uint64_t id : redundant) {
+      State* old = tree_.FindState(id);
+      const int32_t old_seq = old->seq;
+      const bool has_partial = std::any_of(n->states.begin(), n->states.end(),
+                                           [](const State& x) { return x.kind != StateKind::kDevice; });
+      if (config_.needs_partial && !has_partial) {
+        auto bytes = store_.Save(old_seq, /*partial=*/true);
+        if (bytes.ok()) Keep(n, StateKind::kPartial, std::move(*bytes));
+      }
+      tree_.RemoveState(id);
+      device_state_of_seq_.erase(old_seq);
+      store_.Clear(old_seq);
+    }
+  }
+  EnforceRamBudget();
+}
+
+void PrefixCache::Release(int32_t seq) {
+  lent_.erase(seq);
+  store_.Clear(seq);
+}
+
+// Drops RAM states, least valuable first, until the budget holds. Value: tokens of
+// recompute a state saves per byte, discounted by how long ago it was used. States go to
+// disk first when a disk tier exists.
+void PrefixCache::EnforceRamBudget() {
+  while (ram_bytes_ > config_.ram_budget_bytes) {
+    uint64_t victim = 0;
+    double worst = 0;
+    const int64_t now = tree_.Tick();
+    tree_.ForEachState([&](PrefixTree::Node* n, State& s) {
+      if (s.tier != Tier::kRam || s.pins > 0) return;
+      const double age = static_cast<double>(now - s.last_used);
+      const double value = static_cast<double>(n->depth) / static_cast<double>(std::max<size_t>(s.bytes, 1)) / (1.0 + age);
+      if (victim == 0 || value < worst) {
+        victim = s.id;
+        worst = value;
+      }
+    });
+    if (victim == 0) break;
+    PrefixTree::Node* node = nullptr;
+    State* s = tree_.FindState(victim, &node);
+    auto it = ram_.find(victim);
+    if (disk_ && it != ram_.end()) {
+      auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), s->kind, it->second);
+      if (key.ok()) {
+        ForgetDiskKeys(disk_->evicted());
+        State d = *s;
+        d.tier = Tier::kDisk;
+        d.disk_key = *key;
+        d.bytes = it->second.size();
+        tree_.AddState(node, d);
+      }
+    }
+    if (it != ram_.end()) {
+      ram_bytes_ -= it->second.size();
+      ram_.erase(it);
+    }
+    tree_.RemoveState(victim);
+    stats_.snapshots_evicted++;
+  }
+}
+
+void PrefixCache::ForgetDiskKeys(const std::vector<uint64_t>& keys) {
+  if (keys.empty()) return;
+  std::vector<uint64_t> gone;
+  tree_.ForEachState([&](PrefixTree::Node*, State& s) {
+    if (s.tier == Tier::kDisk && std::find(keys.begin(), keys.end(), s.disk_key) != keys.end()) gone.push_back(s.id);
+  });
+  for (uint64_t id : gone) {
+    tree_.RemoveState(id);
+    stats_.snapshots_evicted++;
+  }
+}
+
+CacheStats PrefixCache::stats() const {
+  CacheStats s = stats_;
+  s.bytes_ram = ram_bytes_;
+  s.bytes_disk = disk_ ? disk_->bytes() : 0;
+  s.device_cached = static_cast<int>(device_state_of_seq_.size());
+  s.n_nodes = tree_.n_nodes();
+  s.n_states = tree_.n_states();
+  return s;
+}
+
+std::string PrefixCache::DescribeJson() const {
+  const CacheStats s = stats();
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                R"({"nodes":%zu,"states":%zu,"device_sequences_cached":%d,"bytes_ram":%zu,"bytes_disk":%zu,)"
+                R"("hits":{"device":%lld,"ram":%lld,"disk":%lld},"misses":%lld,"tokens_reused":%lld,)"
+                R"("snapshots":{"taken":%lld,"evicted":%lld,"quarantined":%lld}})",
+                s.n_nodes, s.n_states, s.device_cached, s.bytes_ram, s.bytes_disk, static_cast<long long>(s.hits_device),
+                static_cast<long long>(s.hits_ram), static_cast<long long>(s.hits_disk), static_cast<long long>(s.misses),
+                static_cast<long long>(s.tokens_reused), static_cast<long long>(s.snapshots_taken),
+                static_cast<long long>(s.snapshots_evicted), static_cast<long long>(s.snapshots_quarantined));
+  return buf;
+}
+
+}  // namespace hearth::cache

@@ -1,0 +1,127 @@
+// PrefixCache: decides where a request's prompt can resume from, and keeps the states
+// that make resuming possible, across three tiers: device (idle context sequences),
+// host RAM (serialized states, bounded), and disk (see disk_store.h, optional).
+//
+// How a hybrid model resumes at position d: the recurrent layers need a state taken at
+// exactly d (a partial snapshot, a full state, or a device sequence ending at d); the
+// attention layers need KV for [0, d) from any device sequence or full state whose
+// tokens pass through d, trimmed back to d. Attention-only models need only the latter
+// and can resume anywhere on a matching path.
+//
+// Snapshots are taken only where later requests can arrive: the caller passes the
+// positions (message boundaries, the start of generation, the end of a stream). Every
+// state is a node of the PrefixTree, so nothing unmatchable is ever stored.
+//
+// Thread safety: none. Owned by the engine loop thread, like the context it drives.
+//
+// Invariants:
+//  1. Each managed sequence is exactly one of: free, lent to a request (Acquire ..
+//     Adopt/Release), or cached (a kDevice state in the tree).
+//  2. bytes in RAM <= ram_budget after every public call (states are moved to disk or
+//     dropped, lowest value first).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "cache/prefix_tree.h"
+#include "cache/sequence_store.h"
+
+namespace hearth::cache {
+
+class DiskStore;
+
+struct CacheConfig {
+  bool needs_partial = true;           // the model has recurrent or sliding-window layers
+  std::vector<int32_t> sequences;      // context sequence ids the cache hands out
+  size_t ram_budget_bytes = 1u << 30;  // --cache-ram
+  int min_snapshot_spacing = 32;       // skip a boundary snapshot this close to another on the path
+};
+
+// Where a resume came from, and where reuse stopped.
+struct ResumeReport {
+  int32_t n_reused = 0;
+  Tier tier = Tier::kDevice;     // where the attention part came from
+  double restore_ms = 0;
+  int32_t n_matched = 0;         // tokens the tree knew, whether usable or not
+  std::string stopped_because;   // empty when everything reusable was reused
+};
+
+struct CacheStats {
+  int64_t hits_device = 0, hits_ram = 0, hits_disk = 0, misses = 0;
+  int64_t snapshots_taken = 0, snapshots_evicted = 0, snapshots_quarantined = 0;
+  int64_t tokens_reused = 0;
+  size_t bytes_ram = 0, bytes_disk = 0;
+  int device_cached = 0;
+  size_t n_nodes = 0, n_states = 0;
+};
+
+class PrefixCache {
+ public:
+  // `store` (and `disk`, when given) must outlive the cache.
+  PrefixCache(CacheConfig config, SequenceStore& store, DiskStore* disk);
+  ~PrefixCache();
+
+  struct Lease {
+    int32_t seq = 0;      // lent to the caller until Adopt or Release
+    ResumeReport report;  // seq holds tokens[0, report.n_reused)
+  };
+  // Lends a sequence for a request whose prompt is `tokens` and loads into it the deepest
+  // usable prefix of tokens[0, max_reuse) in namespace `ns`. The sequence is a cached
+  // device sequence on the prompt's path when that is the best source (taken over, no
+  // copy), else a free one, else the least recently used cached one (its state first
+  // moves to RAM). nullopt when every sequence is lent out. A failed restore leaves the
+  // sequence empty (n_reused 0) and the report says why.
+  std::optional<Lease> Acquire(const std::string& ns, std::span<const Token> tokens, int32_t max_reuse);
+
+  // `seq` holds exactly `tokens`: keep its recurrent / sliding-window state here
+  // (a message boundary or the start of generation). No-op for attention-only models or
+  // when a state at this position already exists.
+  void SnapshotPartial(const std::string& ns, int32_t seq, std::span<const Token> tokens);
+
+  // The request using `seq` is done and `seq` holds exactly `tokens`: keep it as a cached
+  // device sequence. Device sequences made redundant by it (ending on its path) are
+  // turned into partial snapshots and freed.
+  void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens);
+  // Gives `seq` back empty.
+  void Release(int32_t seq);
+
+  CacheStats stats() const;
+  // A readable summary of the tree for GET /v1/cache.
+  std::string DescribeJson() const;
+  std::string CheckInvariants() const { return tree_.CheckInvariants(); }
+
+ private:
+  struct Source;
+  bool IsFree(int32_t seq) const;
+  std::optional<int32_t> TakeSequence();
+  ResumeReport Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t max_reuse);
+  std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
+  Status Execute(int32_t seq, const Source& src, int32_t depth);
+  void EnforceRamBudget();
+  void ForgetDiskKeys(const std::vector<uint64_t>& keys);
+  void EvictDevice(uint64_t state_id);
+  std::span<const uint8_t> Bytes(const State& s);
+  // Stores a serialized state in RAM when it fits the budget, else on disk, else drops it.
+  void Keep(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes);
+  uint64_t AddRamState(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes);
+
+  CacheConfig config_;
+  SequenceStore& store_;
+  DiskStore* disk_;
+  PrefixTree tree_;
+  std::unordered_map<int32_t, uint64_t> device_state_of_seq_;  // cached sequences
+  std::unordered_map<int32_t, bool> lent_;                     // sequences lent to requests
+  std::unordered_map<uint64_t, std::vector<uint8_t>> ram_;     // RAM state bytes by id
+  size_t ram_bytes_ = 0;
+  CacheStats stats_;
+};
+
+}  // namespace hearth::cache

@@ -1,0 +1,220 @@
+#include "cache/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "cache/disk_store.h"
+#include "cache/fake_sequence_store.h"
+#include "testing/test_env.h"
+
+namespace hearth::cache {
+namespace {
+
+using Tokens = std::vector<Token>;
+
+Tokens Range(Token from, int n) {
+  Tokens t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), from);
+  return t;
+}
+
+Tokens Cat(Tokens a, const Tokens& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+class PrefixCacheTest : public ::testing::Test {
+ protected:
+  void Make(bool recurrent, int n_seqs, size_t ram = 1u << 20, DiskStore* disk = nullptr) {
+    store_ = std::make_unique<FakeSequenceStore>(recurrent);
+    CacheConfig c;
+    c.needs_partial = recurrent;
+    for (int i = 0; i < n_seqs; ++i) c.sequences.push_back(i);
+    c.ram_budget_bytes = ram;
+    c.min_snapshot_spacing = 1;
+    cache_ = std::make_unique<PrefixCache>(c, *store_, disk);
+  }
+
+  // A request: acquire, check the restored prefix is exactly the prompt's, "prefill" the
+  // rest with partial snapshots at `boundaries`, "generate" `reply`, adopt.
+  int Turn(const Tokens& prompt, const Tokens& reply, const std::vector<size_t>& boundaries = {},
+           const std::string& ns = "m") {
+    auto lease = cache_->Acquire(ns, prompt, static_cast<int32_t>(prompt.size()) - 1);
+    EXPECT_TRUE(lease.has_value());
+    if (!lease) return -1;
+    const int n = lease->report.n_reused;
+    const auto& seq = store_->Get(lease->seq);
+    // Warm equals cold: the sequence holds exactly the reused prefix.
+    EXPECT_EQ(seq.kv, Tokens(prompt.begin(), prompt.begin() + n));
+    EXPECT_EQ(store_->Length(lease->seq), n);
+    size_t done = static_cast<size_t>(n);
+    for (size_t b : boundaries) {
+      if (b <= done) continue;
+      store_->Extend(lease->seq, Tokens(prompt.begin() + static_cast<long>(done), prompt.begin() + static_cast<long>(b)));
+      done = b;
+      cache_->SnapshotPartial(ns, lease->seq, Tokens(prompt.begin(), prompt.begin() + static_cast<long>(b)));
+    }
+    store_->Extend(lease->seq, Tokens(prompt.begin() + static_cast<long>(done), prompt.end()));
+    store_->Extend(lease->seq, reply);
+    cache_->Adopt(ns, lease->seq, Cat(prompt, reply));
+    EXPECT_EQ(cache_->CheckInvariants(), "");
+    last_report_ = lease->report;
+    return n;
+  }
+
+  std::unique_ptr<FakeSequenceStore> store_;
+  std::unique_ptr<PrefixCache> cache_;
+  ResumeReport last_report_;
+};
+
+TEST_F(PrefixCacheTest, FollowUpTurnResumesAtTheEndOfThePreviousReply) {
+  Make(true, 2);
+  const Tokens p1 = Range(100, 50), r1 = Range(500, 10);
+  EXPECT_EQ(Turn(p1, r1), 0);
+  const Tokens p2 = Cat(Cat(p1, r1), Range(700, 20));
+  EXPECT_EQ(Turn(p2, Range(900, 5)), 60) << "the device sequence is handed over as it is";
+  EXPECT_EQ(store_->n_copies, 0);
+  EXPECT_EQ(last_report_.tier, Tier::kDevice);
+}
+
+TEST_F(PrefixCacheTest, DivergenceResumesFromTheBoundarySnapshotBeforeIt) {
+  Make(true, 3);
+  const Tokens p1 = Range(100, 50);
+  Turn(p1, Range(500, 10), {20, 40});
+  // The next prompt re-renders the history from position 45 on (the template trap).
+  const Tokens p2 = Cat(Tokens(p1.begin(), p1.begin() + 45), Range(800, 30));
+  EXPECT_EQ(Turn(p2, Range(900, 5)), 40) << "attention from the old sequence, recurrent state from the snapshot at 40";
+  EXPECT_EQ(store_->n_copies, 1);
+  EXPECT_NE(last_report_.stopped_because.find("45"), std::string::npos) << last_report_.stopped_because;
+}
+
+TEST_F(PrefixCacheTest, WithoutASnapshotBeforeTheDivergenceNothingIsReused) {
+  Make(true, 3);
+  const Tokens p1 = Range(100, 50);
+  Turn(p1, Range(500, 10));
+  const Tokens p2 = Cat(Tokens(p1.begin(), p1.begin() + 45), Range(800, 30));
+  EXPECT_EQ(Turn(p2, {}), 0);
+  EXPECT_FALSE(last_report_.stopped_because.empty());
+}
+
+TEST_F(PrefixCacheTest, AttentionOnlyModelsResumeAnywhereOnTheMatchingPath) {
+  Make(false, 3);
+  const Tokens p1 = Range(100, 50);
+  Turn(p1, Range(500, 10));
+  const Tokens p2 = Cat(Tokens(p1.begin(), p1.begin() + 45), Range(800, 30));
+  EXPECT_EQ(Turn(p2, {}), 45);
+}
+
+TEST_F(PrefixCacheTest, SharedSystemPromptIsReusedByAnotherConversation) {
+  Make(true, 3);
+  const Tokens system = Range(1, 30);
+  Turn(Cat(system, Range(100, 20)), Range(500, 5), {30});
+  EXPECT_EQ(Turn(Cat(system, Range(200, 20)), Range(600, 5), {30}), 30);
+}
+
+TEST_F(PrefixCacheTest, EvictedDeviceSequencesMoveToRamAndResumeFromThere) {
+  Make(true, 2);
+  std::vector<Tokens> convs = {Range(1000, 40), Range(2000, 40), Range(3000, 40)};
+  for (const auto& c : convs) Turn(c, Range(9000, 4));  // the third evicts the first
+  EXPECT_EQ(cache_->stats().device_cached, 2);
+  EXPECT_GT(cache_->stats().bytes_ram, 0u);
+  const Tokens follow = Cat(Cat(convs[0], Range(9000, 4)), Range(7000, 10));
+  EXPECT_EQ(Turn(follow, {}), 44);
+  EXPECT_EQ(last_report_.tier, Tier::kRam);
+}
+
+TEST_F(PrefixCacheTest, RamBudgetHoldsUnderPressure) {
+  store_ = nullptr;
+  Make(true, 1, /*ram=*/2000);
+  store_->padding = 300;
+  for (int i = 0; i < 20; ++i) {
+    Turn(Range(1000 * (i + 1), 40), Range(50, 3), {10, 20, 30});
+    ASSERT_LE(cache_->stats().bytes_ram, 2000u);
+  }
+  EXPECT_GT(cache_->stats().snapshots_evicted, 0);
+}
+
+TEST_F(PrefixCacheTest, NamespacesDoNotShare) {
+  Make(true, 3);
+  const Tokens p = Range(100, 40);
+  Turn(p, Range(500, 4), {}, "model|salt-a");
+  EXPECT_EQ(Turn(Cat(Cat(p, Range(500, 4)), Range(1, 5)), {}, {}, "model|salt-b"), 0);
+}
+
+class DiskCacheTest : public PrefixCacheTest {
+ protected:
+  void OpenDisk(size_t budget = 1u << 20) {
+    cache_.reset();
+    auto d = DiskStore::Open(dir_, budget, "m");
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    disk_ = std::move(*d);
+  }
+  std::string dir_ = testing::MakeTempDir() + "/cache";
+  std::unique_ptr<DiskStore> disk_;
+};
+
+TEST_F(DiskCacheTest, StatesSurviveARestartThroughTheDiskTier) {
+  OpenDisk();
+  Make(true, 1, /*ram=*/1, disk_.get());  // RAM too small: everything goes to disk
+  const Tokens p1 = Range(100, 30), r1 = Range(500, 6);
+  Turn(p1, r1, {10, 20});
+  Turn(Range(3000, 30), {});  // evicts the first conversation's device sequence
+  EXPECT_GT(disk_->bytes(), 0u);
+  // Restart: a new store and cache over the same directory.
+  OpenDisk();
+  ASSERT_FALSE(disk_->Scan().empty());
+  Make(true, 1, 1, disk_.get());
+  EXPECT_EQ(Turn(Cat(Cat(p1, r1), Range(600, 5)), {}), 36);
+  EXPECT_EQ(last_report_.tier, Tier::kDisk);
+}
+
+TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
+  OpenDisk();
+  Make(true, 1, 1, disk_.get());
+  const Tokens p1 = Range(100, 30), r1 = Range(500, 6);
+  Turn(p1, r1, {10, 20});
+  Turn(Range(3000, 30), {});
+  cache_.reset();
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    if (e.path().extension() == ".state") files.push_back(e.path());
+  }
+  ASSERT_GE(files.size(), 3u);
+  // One truncated, one with a flipped payload byte, one left over from a crashed write,
+  // and one from another model.
+  std::filesystem::resize_file(files[0], std::filesystem::file_size(files[0]) - 3);
+  {
+    std::fstream f(files[1], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5A));
+  }
+  std::ofstream(dir_ + "/0000000000000001.state.tmp.99") << "partial write";
+  {
+    auto other = DiskStore::Open(dir_ + "-other", 1u << 20, "other-model");
+    ASSERT_TRUE(other.ok());
+    auto key = (*other)->Write("other-model", Range(1, 5), StateKind::kPartial, std::vector<uint8_t>(10, 1));
+    ASSERT_TRUE(key.ok());
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "-other")) {
+      if (e.path().extension() == ".state") std::filesystem::copy_file(e.path(), dir_ + "/" + e.path().filename().string());
+    }
+  }
+  OpenDisk();
+  EXPECT_GE(disk_->quarantined(), 2u) << "truncated and foreign files are caught at start";
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/0000000000000001.state.tmp.99"));
+  Make(true, 1, 1, disk_.get());
+  // Whatever is left must restore correctly or not at all: Turn checks warm == cold.
+  Turn(Cat(Cat(p1, r1), Range(600, 5)), {});
+  EXPECT_GE(disk_->quarantined(), 2u);
+  size_t in_quarantine = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_ + "/quarantine")) ++in_quarantine;
+  EXPECT_EQ(in_quarantine, disk_->quarantined());
+}
+
+}  // namespace
+}  // namespace hearth::cache

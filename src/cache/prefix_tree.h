@@ -1,0 +1,128 @@
+// PrefixTree: a radix tree over the token sequences of every conversation the server has
+// seen, recording which saved states exist at which positions.
+//
+// The tree knows tokens, nodes and states, never requests. A node sits at one position
+// (its depth) of one token sequence; a state hangs on the node at exactly the position it
+// describes:
+//   - kDevice:  a context sequence whose tokens are exactly the path to the node (its
+//               recurrent state is at the node; its attention KV covers every ancestor);
+//   - kFull:    serialized full state (all layers) at the node;
+//   - kPartial: serialized recurrent / sliding-window state only, at the node; usable
+//               together with attention KV from any device sequence or full state below.
+// Every stored state is a node of the tree and so reachable by some token sequence:
+// nothing unmatchable can be admitted (invariant 3).
+//
+// Namespaces (model fingerprint, context settings, cache salt) are separate roots and
+// never share nodes.
+//
+// Thread safety: none; owned by the engine loop thread.
+//
+// Invariants (CheckInvariants verifies them):
+//  1. A node's depth == parent depth + edge length; children's edges start with distinct
+//     tokens; only roots have empty edges.
+//  2. A non-root node has a state, or at least two children (no useless chain nodes),
+//     or is pinned.
+//  3. Every state hangs on exactly one node, at the position it describes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace hearth::cache {
+
+using Token = int32_t;
+
+enum class StateKind { kDevice, kFull, kPartial };
+enum class Tier { kDevice, kRam, kDisk };
+
+const char* StateKindName(StateKind kind);
+const char* TierName(Tier tier);
+
+struct State {
+  uint64_t id = 0;     // unique per tree
+  StateKind kind = StateKind::kPartial;
+  Tier tier = Tier::kRam;
+  int32_t seq = -1;    // kDevice only: the context sequence
+  size_t bytes = 0;    // size in its tier
+  uint64_t disk_key = 0;   // kDisk only: the DiskStore entry
+  int64_t last_used = 0;   // logical clock
+  int pins = 0;            // > 0: in use, not evictable
+};
+
+class PrefixTree {
+ public:
+  struct Node {
+    Node* parent = nullptr;
+    std::vector<Token> edge;  // tokens from parent to here
+    int depth = 0;
+    std::unordered_map<Token, std::unique_ptr<Node>> children;  // by first edge token
+    std::vector<State> states;
+    int pins = 0;  // nodes pinned stay even without states (e.g. a request's resume point)
+  };
+
+  PrefixTree() = default;
+  PrefixTree(const PrefixTree&) = delete;
+  PrefixTree& operator=(const PrefixTree&) = delete;
+
+  // The deepest position of `tokens` that the tree holds in namespace `ns`, and the nodes
+  // on the way (root first). A match ending inside an edge reports the edge's lower node
+  // in `below` with `n_matched` < below->depth.
+  struct Match {
+    size_t n_matched = 0;
+    std::vector<Node*> path;  // nodes with depth <= n_matched, root first
+    Node* below = nullptr;    // the node whose edge the match ended in, if any
+  };
+  Match MatchPrefix(const std::string& ns, std::span<const Token> tokens);
+
+  // The node at exactly `tokens` in `ns`, created (splitting an edge) if needed.
+  // REQUIRES: the caller adds a state to it or pins it right away (else PruneIfUseless).
+  Node* Insert(const std::string& ns, std::span<const Token> tokens);
+  // Removes `node` (and useless ancestors) if it holds no state, pin or fork.
+  void PruneIfUseless(Node* node) { Prune(node); }
+
+  // Adds a state to `node`; returns its id.
+  uint64_t AddState(Node* node, State state);
+  // Finds a state by id; nullptr when gone.
+  State* FindState(uint64_t id, Node** node_out = nullptr);
+  // Removes a state and prunes nodes left useless. Returns false when not found.
+  bool RemoveState(uint64_t id);
+
+  // The namespace `node` belongs to.
+  const std::string& NamespaceOf(const Node* node) const;
+  // The tokens from the root to `node`.
+  std::vector<Token> PathTokens(const Node* node) const;
+
+  // Visits every state (for eviction and reporting).
+  void ForEachState(const std::function<void(Node*, State&)>& fn);
+
+  // Node pins keep otherwise useless nodes alive.
+  void PinNode(Node* node) { ++node->pins; }
+  void UnpinNode(Node* node);
+
+  size_t n_nodes() const { return n_nodes_; }
+  size_t n_states() const { return index_.size(); }
+  int64_t Tick() { return ++clock_; }
+
+  // Empty string when the invariants hold, else what is wrong.
+  std::string CheckInvariants() const;
+
+ private:
+  Node* Root(const std::string& ns);
+  void Prune(Node* node);
+  void Visit(Node* node, const std::function<void(Node*)>& fn) const;
+
+  std::map<std::string, std::unique_ptr<Node>> roots_;
+  std::unordered_map<uint64_t, Node*> index_;  // state id -> node
+  uint64_t next_id_ = 1;
+  size_t n_nodes_ = 0;
+  int64_t clock_ = 0;
+};
+
+}  // namespace hearth::cache

@@ -1,0 +1,94 @@
+#include "cache/prefix_tree.h"
+
+#include <gtest/gtest.h>
+
+namespace hearth::cache {
+namespace {
+
+using Tokens = std::vector<Token>;
+
+State Partial() {
+  State s;
+  s.kind = StateKind::kPartial;
+  s.bytes = 10;
+  return s;
+}
+
+TEST(PrefixTreeTest, InsertSplitsEdgesAndMatchFindsTheDeepestPrefix) {
+  PrefixTree t;
+  auto* a = t.Insert("ns", Tokens{1, 2, 3, 4, 5});
+  t.AddState(a, Partial());
+  auto* b = t.Insert("ns", Tokens{1, 2, 3, 9});
+  t.AddState(b, Partial());
+  EXPECT_EQ(t.CheckInvariants(), "") << "the fork at depth 3 is a node with two children";
+  EXPECT_EQ(a->depth, 5);
+  EXPECT_EQ(b->parent->depth, 3);
+
+  auto m = t.MatchPrefix("ns", Tokens{1, 2, 3, 4, 7});
+  EXPECT_EQ(m.n_matched, 4u);
+  ASSERT_NE(m.below, nullptr);
+  EXPECT_EQ(m.below, a) << "the match ends inside a's edge";
+  EXPECT_EQ(m.path.back()->depth, 3);
+
+  auto full = t.MatchPrefix("ns", Tokens{1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(full.n_matched, 5u);
+  EXPECT_EQ(full.path.back(), a);
+  EXPECT_EQ(t.PathTokens(a), (Tokens{1, 2, 3, 4, 5}));
+  EXPECT_EQ(t.NamespaceOf(a), "ns");
+}
+
+TEST(PrefixTreeTest, NamespacesNeverShareNodes) {
+  PrefixTree t;
+  t.AddState(t.Insert("model-a", Tokens{1, 2, 3}), Partial());
+  EXPECT_EQ(t.MatchPrefix("model-b", Tokens{1, 2, 3}).n_matched, 0u);
+  EXPECT_EQ(t.MatchPrefix("model-a", Tokens{1, 2, 3}).n_matched, 3u);
+}
+
+TEST(PrefixTreeTest, RemovingStatesPrunesAndMergesNodes) {
+  PrefixTree t;
+  const uint64_t x = t.AddState(t.Insert("ns", Tokens{1, 2, 3, 4}), Partial());
+  const uint64_t y = t.AddState(t.Insert("ns", Tokens{1, 2, 8}), Partial());
+  const uint64_t z = t.AddState(t.Insert("ns", Tokens{1, 2}), Partial());
+  EXPECT_EQ(t.n_nodes(), 3u);
+  ASSERT_TRUE(t.RemoveState(z));
+  EXPECT_EQ(t.CheckInvariants(), "");
+  EXPECT_EQ(t.n_nodes(), 3u) << "depth 2 stays as a fork";
+  ASSERT_TRUE(t.RemoveState(y));
+  EXPECT_EQ(t.CheckInvariants(), "");
+  EXPECT_EQ(t.n_nodes(), 1u) << "the fork merged into the remaining branch";
+  EXPECT_EQ(t.MatchPrefix("ns", Tokens{1, 2, 3, 4}).n_matched, 4u);
+  ASSERT_TRUE(t.RemoveState(x));
+  EXPECT_EQ(t.n_nodes(), 0u);
+  EXPECT_FALSE(t.RemoveState(x));
+  EXPECT_EQ(t.CheckInvariants(), "");
+}
+
+TEST(PrefixTreeTest, PinnedNodesSurviveWithoutStates) {
+  PrefixTree t;
+  auto* n = t.Insert("ns", Tokens{5, 6});
+  t.PinNode(n);
+  EXPECT_EQ(t.CheckInvariants(), "");
+  EXPECT_EQ(t.n_nodes(), 1u);
+  t.UnpinNode(n);
+  EXPECT_EQ(t.n_nodes(), 0u);
+}
+
+TEST(PrefixTreeTest, ManyRandomSequencesKeepInvariants) {
+  PrefixTree t;
+  std::vector<uint64_t> ids;
+  uint32_t r = 12345;
+  auto next = [&] { return r = r * 1103515245u + 12345u; };
+  for (int i = 0; i < 300; ++i) {
+    Tokens seq;
+    const int len = 1 + static_cast<int>(next() % 12);
+    for (int j = 0; j < len; ++j) seq.push_back(static_cast<Token>(next() % 3));
+    ids.push_back(t.AddState(t.Insert("ns", seq), Partial()));
+    if (next() % 3 == 0 && !ids.empty()) {
+      t.RemoveState(ids[next() % ids.size()]);
+    }
+    ASSERT_EQ(t.CheckInvariants(), "") << "after step " << i;
+  }
+}
+
+}  // namespace
+}  // namespace hearth::cache

@@ -1,0 +1,31 @@
+// SequenceStore: the operations the prefix cache needs on the engine's context
+// sequences. Implemented over engine::Context by the server; faked in tests, so the
+// cache's policy is tested without a model.
+//
+// Thread safety: called only from the engine loop thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+
+namespace hearth::cache {
+
+class SequenceStore {
+ public:
+  virtual ~SequenceStore() = default;
+  // dst := the first `length` positions of src (attention KV shared in a unified cache;
+  // recurrent state copied as it is at src's end, to be replaced by a restore).
+  virtual void Copy(int32_t src, int32_t dst, int32_t length) = 0;
+  virtual void Clear(int32_t seq) = 0;
+  // Removes positions [length, end). Errors when recurrent state would have to move back.
+  virtual Status Truncate(int32_t seq, int32_t length) = 0;
+  // `partial`: recurrent / sliding-window part only.
+  virtual StatusOr<std::vector<uint8_t>> Save(int32_t seq, bool partial) = 0;
+  virtual Status Restore(int32_t seq, std::span<const uint8_t> bytes, bool partial) = 0;
+  virtual int32_t Length(int32_t seq) const = 0;
+};
+
+}  // namespace hearth::cache
