@@ -20,6 +20,9 @@ struct ServeFlags {
   std::string chat_template_file;
   server::HttpConfig http;
   server::EngineConfig engine;
+  int cache_sequences = 2;
+  size_t cache_ram_mib = 2048;
+  size_t cache_disk_mib = 16384;
   bool verbose = false;
 };
 
@@ -48,8 +51,13 @@ int RunServe(ServeFlags f) {
   }
   auto tmpl = engine::ChatTemplate::Create(**model, override_template);
   if (!tmpl.ok()) return Fail(tmpl.status());
+  const auto& info = (*model)->info();
   if (f.http.model_alias.empty()) f.http.model_alias = std::filesystem::path(f.model_path).stem().string();
 
+  f.engine.cache_namespace = info.fingerprint + "|kv-f16";
+  f.engine.context.n_seq_max = f.engine.n_parallel + f.cache_sequences;
+  f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
+  f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
   server::EngineLoop loop(**model, f.engine);
   if (Status s = loop.Start(); !s.ok()) return Fail(s);
   server::HttpServer http(f.http, **model, **tmpl, loop);
@@ -57,10 +65,9 @@ int RunServe(ServeFlags f) {
   g_server = &http;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  const auto& info = (*model)->info();
   std::fprintf(stderr, "hearth: serving %s (%s, %d layers, n_ctx %d, %d parallel) on http://%s:%d\n",
                f.http.model_alias.c_str(), info.arch.c_str(), info.n_layer, f.engine.context.n_ctx,
-               f.engine.context.n_seq_max, f.http.host.c_str(), http.port());
+               f.engine.n_parallel, f.http.host.c_str(), http.port());
   // Scripts read this line to learn the port when --port 0 picked one.
   std::printf("listening on %s:%d\n", f.http.host.c_str(), http.port());
   std::fflush(stdout);
@@ -76,7 +83,7 @@ int RunServe(ServeFlags f) {
 void RegisterServe(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   f->engine.context.n_ctx = 8192;
-  f->engine.context.n_seq_max = 4;
+  f->engine.n_parallel = 2;
   CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI and Anthropic APIs");
   cmd->add_option("-m,--model", f->model_path, "GGUF model file")->required();
   cmd->add_option("--host", f->http.host, "address to listen on")->capture_default_str();
@@ -86,7 +93,11 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--alias", f->http.model_alias, "model id reported to clients (default: file name)");
   cmd->add_option("--chat-template-file", f->chat_template_file, "Jinja template to use instead of the model's");
   cmd->add_option("-c,--ctx-size", f->engine.context.n_ctx, "KV cells shared by all sequences")->capture_default_str();
-  cmd->add_option("-P,--parallel", f->engine.context.n_seq_max, "requests decoded together")->capture_default_str();
+  cmd->add_option("-P,--parallel", f->engine.n_parallel, "requests decoded together")->capture_default_str();
+  cmd->add_option("--cache-seqs", f->cache_sequences, "idle conversations kept on the device")->capture_default_str();
+  cmd->add_option("--cache-ram", f->cache_ram_mib, "MiB of host RAM for cached states")->capture_default_str();
+  cmd->add_option("--cache-dir", f->engine.cache_dir, "directory for the disk tier (survives restarts)");
+  cmd->add_option("--cache-disk", f->cache_disk_mib, "MiB of disk for cached states")->capture_default_str();
   cmd->add_option("-b,--batch-size", f->engine.context.n_batch, "tokens per decode step")->capture_default_str();
   cmd->add_option("--ubatch-size", f->engine.context.n_ubatch, "physical micro-batch")->capture_default_str();
   cmd->add_option("-t,--threads", f->engine.context.n_threads, "CPU threads (0: all)");
@@ -96,11 +107,12 @@ void RegisterServe(CLI::App& app) {
   cmd->add_flag("-v,--verbose", f->verbose, "log llama.cpp's messages");
   cmd->callback([f] {
     if (f->engine.context.n_ubatch > f->engine.context.n_batch) f->engine.context.n_ubatch = f->engine.context.n_batch;
+    f->engine.context.n_seq_max = f->engine.n_parallel + f->cache_sequences;
     if (Status s = f->engine.context.Validate(); !s.ok()) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);
     }
-    f->http.n_http_threads = std::max(16, 2 * (f->engine.context.n_seq_max + f->engine.max_queued));
+    f->http.n_http_threads = std::max(16, 2 * (f->engine.n_parallel + f->engine.max_queued));
     if (int rc = RunServe(*f); rc != 0) throw CLI::RuntimeError(rc);
   });
 }

@@ -311,15 +311,9 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
 
 void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<const Token> tokens) {
   if (!config_.needs_partial || tokens.empty()) return;
-  // Skip positions that already have a state, or sit right next to one on the path.
+  // A position that already has a state needs no second one.
   auto m = tree_.MatchPrefix(ns, tokens);
   if (m.n_matched == tokens.size() && !m.below && !m.path.back()->states.empty()) return;
-  for (auto* n : m.path) {
-    if (!n->states.empty() && static_cast<int>(tokens.size()) - n->depth < config_.min_snapshot_spacing &&
-        n->depth > 0 && n->depth < static_cast<int>(tokens.size())) {
-      return;
-    }
-  }
   auto bytes = store_.Save(seq, /*partial=*/true);
   if (!bytes.ok()) return;
   Keep(tree_.Insert(ns, tokens), StateKind::kPartial, std::move(*bytes));

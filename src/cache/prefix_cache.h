@@ -42,7 +42,6 @@ struct CacheConfig {
   bool needs_partial = true;           // the model has recurrent or sliding-window layers
   std::vector<int32_t> sequences;      // context sequence ids the cache hands out
   size_t ram_budget_bytes = 1u << 30;  // --cache-ram
-  int min_snapshot_spacing = 32;       // skip a boundary snapshot this close to another on the path
 };
 
 // Where a resume came from, and where reuse stopped.

@@ -34,7 +34,6 @@ class PrefixCacheTest : public ::testing::Test {
     c.needs_partial = recurrent;
     for (int i = 0; i < n_seqs; ++i) c.sequences.push_back(i);
     c.ram_budget_bytes = ram;
-    c.min_snapshot_spacing = 1;
     cache_ = std::make_unique<PrefixCache>(c, *store_, disk);
   }
 

@@ -186,11 +186,11 @@ Status Context::TruncateSeq(SeqId seq, Pos length) {
   return Status::Ok();
 }
 
-void Context::CopySeq(SeqId src, SeqId dst) {
+void Context::CopySeq(SeqId src, SeqId dst, std::optional<Pos> length) {
   if (src == dst) return;
   llama_memory_t mem = llama_get_memory(ctx_.get());
   llama_memory_seq_rm(mem, dst, -1, -1);
-  llama_memory_seq_cp(mem, src, dst, -1, -1);
+  llama_memory_seq_cp(mem, src, dst, 0, length ? *length : -1);
 }
 
 size_t Context::StateSize(SeqId seq, StatePart part) const {

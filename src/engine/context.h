@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -104,8 +105,10 @@ class Context {
   // memory is then unchanged.
   Status TruncateSeq(SeqId seq, Pos length);
   // Makes `dst` a copy of `src` (dst is cleared first). In a unified cache attention cells
-  // are shared, not duplicated; recurrent state is copied.
-  void CopySeq(SeqId src, SeqId dst);
+  // are shared, not duplicated; recurrent state is copied. With `length`, only attention
+  // positions [0, length) are copied (the recurrent state is still src's, at its end:
+  // restore a partial state saved at `length` to match).
+  void CopySeq(SeqId src, SeqId dst, std::optional<Pos> length = std::nullopt);
 
   // Bytes SaveState would return.
   size_t StateSize(SeqId seq, StatePart part) const;

@@ -1,10 +1,17 @@
 #include "server/engine_loop.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
+
+#include "server/context_sequence_store.h"
 
 namespace hearth::server {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
 api::Delta ToApiDelta(const engine::ParsedDelta& d) {
   api::Delta out;
@@ -18,18 +25,35 @@ api::Delta ToApiDelta(const engine::ParsedDelta& d) {
 
 bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empty() && d.tool_calls.empty(); }
 
+constexpr size_t kMaxBackgroundQueued = 4;
+
 }  // namespace
 
 EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) : model_(model), config_(std::move(config)) {
-  slots_.resize(static_cast<size_t>(config_.context.n_seq_max));
+  slots_.resize(static_cast<size_t>(config_.n_parallel));
 }
 
 EngineLoop::~EngineLoop() { Stop(); }
 
 Status EngineLoop::Start() {
+  if (config_.n_parallel < 1 || config_.n_parallel > config_.context.n_seq_max) {
+    return InvalidArgument("n_parallel must be in [1, n_seq_max]");
+  }
   auto ctx = engine::Context::Create(model_, config_.context);
   if (!ctx.ok()) return ctx.status();
   ctx_ = std::move(*ctx);
+  sequences_ = std::make_unique<ContextSequenceStore>(*ctx_);
+  if (!config_.cache_dir.empty()) {
+    auto disk = cache::DiskStore::Open(config_.cache_dir, config_.cache_disk_bytes, config_.cache_namespace);
+    if (!disk.ok()) return disk.status();
+    disk_ = std::move(*disk);
+  }
+  cache::CacheConfig cc;
+  for (engine::LayerKind k : model_.info().layers) cc.needs_partial |= (k != engine::LayerKind::kAttention);
+  for (int i = 0; i < config_.context.n_seq_max; ++i) cc.sequences.push_back(i);
+  cc.ram_budget_bytes = config_.cache_ram_bytes;
+  cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
+  cache_summary_ = cache_->DescribeJson();
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
@@ -48,12 +72,17 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the server is shutting down");
-    if (static_cast<int>(queue_.size()) >= config_.max_queued) {
-      return ResourceExhausted("the server is busy: " + std::to_string(queue_.size()) +
-                               " requests are already waiting; retry later");
+    if (task.background) {
+      if (background_queue_.size() >= kMaxBackgroundQueued) background_queue_.pop_front();
+      background_queue_.push_back({std::move(task), stream});
+    } else {
+      if (static_cast<int>(queue_.size()) >= config_.max_queued) {
+        return ResourceExhausted("the server is busy: " + std::to_string(queue_.size()) +
+                                 " requests are already waiting; retry later");
+      }
+      queue_.push_back({std::move(task), stream});
+      stats_.queued = static_cast<int>(queue_.size());
     }
-    queue_.push_back({std::move(task), stream});
-    stats_.queued = static_cast<int>(queue_.size());
   }
   cv_.notify_one();
   return stream;
@@ -64,6 +93,11 @@ EngineStats EngineLoop::stats() const {
   return stats_;
 }
 
+std::string EngineLoop::DescribeCache() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cache_summary_;
+}
+
 // The loop: one batch per iteration.
 void EngineLoop::Run() {
   while (WaitForWork()) {
@@ -72,10 +106,6 @@ void EngineLoop::Run() {
     BuildBatch();
     if (batch_.empty()) continue;
     Status s = ctx_->Decode(batch_);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.decode_calls;
-    }
     if (!s.ok()) {
       for (auto& slot : slots_) {
         if (slot && slot->in_batch) FailSlot(*slot, s);
@@ -91,7 +121,10 @@ bool EngineLoop::WaitForWork() {
   std::deque<Queued> orphans;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!busy) cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    stats_.decode_calls += batch_.empty() ? 0 : 1;
+    stats_.cache = cache_->stats();
+    cache_summary_ = cache_->DescribeJson();
+    if (!busy) cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || !background_queue_.empty(); });
     if (!stopping_) return true;
     orphans.swap(queue_);
   }
@@ -103,54 +136,95 @@ bool EngineLoop::WaitForWork() {
   return false;
 }
 
+bool EngineLoop::HasForegroundWork() {
+  for (const auto& s : slots_) {
+    if (s && !s->task.background) return true;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return !queue_.empty();
+}
+
 void EngineLoop::AdmitQueued() {
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]) continue;
-    std::optional<Queued> q = PopValidTask();
+    std::optional<Queued> q = PopValidTask(/*background=*/false);
+    if (!q && !HasForegroundWork()) q = PopValidTask(/*background=*/true);
     if (!q) return;
-    auto slot = std::make_unique<Slot>();
-    slot->seq = static_cast<engine::SeqId>(i);
-    slot->stream = std::move(q->stream);
-    slot->sampler = std::make_unique<engine::Sampler>(model_, q->task.sampling);
-    slot->sampler->Accept(q->task.prompt);
-    const bool chat = q->task.output_format.has_value();
-    slot->detokenizer = std::make_unique<engine::Detokenizer>(model_, /*render_special=*/chat);
-    slot->stops = std::make_unique<engine::StopStrings>(q->task.stop);
-    if (chat) slot->parser = std::make_unique<engine::OutputParser>(*q->task.output_format);
-    slot->task = std::move(q->task);
-    slot->t_admitted = std::chrono::steady_clock::now();
-    ctx_->ClearSeq(slot->seq);
-    slots_[i] = std::move(slot);
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.slots_busy++;
+    if (!Admit(std::move(*q), i)) return;
   }
 }
 
+// Lends a sequence from the cache, resumes the prompt, and sets the slot up. False when
+// no sequence is free (the task goes back to the front of its queue).
+bool EngineLoop::Admit(Queued q, size_t slot_index) {
+  const auto& prompt = q.task.prompt;
+  auto lease = cache_->Acquire(q.task.cache_namespace, prompt, static_cast<int32_t>(prompt.size()) - 1);
+  if (!lease) {
+    std::lock_guard<std::mutex> lock(mu_);
+    (q.task.background ? background_queue_ : queue_).push_front(std::move(q));
+    return false;
+  }
+  auto slot = std::make_unique<Slot>();
+  slot->seq = lease->seq;
+  slot->resume = lease->report;
+  slot->n_prompt_done = static_cast<size_t>(lease->report.n_reused);
+  slot->n_cached = lease->report.n_reused;
+  slot->stream = std::move(q.stream);
+  const bool chat = q.task.output_format.has_value();
+  if (!q.task.background) {
+    slot->sampler = std::make_unique<engine::Sampler>(model_, q.task.sampling);
+    slot->sampler->Accept(prompt);
+    slot->detokenizer = std::make_unique<engine::Detokenizer>(model_, /*render_special=*/chat);
+    slot->stops = std::make_unique<engine::StopStrings>(q.task.stop);
+    if (chat) slot->parser = std::make_unique<engine::OutputParser>(*q.task.output_format);
+  }
+  slot->task = std::move(q.task);
+  while (slot->next_snapshot < slot->task.snapshot_positions.size() &&
+         slot->task.snapshot_positions[slot->next_snapshot] <= static_cast<int32_t>(slot->n_prompt_done)) {
+    ++slot->next_snapshot;
+  }
+  slot->t_admitted = Clock::now();
+  slots_[slot_index] = std::move(slot);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.slots_busy++;
+  return true;
+}
+
 // The next queued task that fits the context; the others are answered with an error.
-std::optional<EngineLoop::Queued> EngineLoop::PopValidTask() {
+std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
   while (true) {
     Queued q;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (queue_.empty()) return std::nullopt;
-      q = std::move(queue_.front());
-      queue_.pop_front();
+      auto& queue = background ? background_queue_ : queue_;
+      if (queue.empty()) return std::nullopt;
+      q = std::move(queue.front());
+      queue.pop_front();
       stats_.queued = static_cast<int>(queue_.size());
     }
     const int n_prompt = static_cast<int>(q.task.prompt.size());
-    if (n_prompt > 0 && n_prompt < config_.context.n_ctx) return q;
-    q.stream->PushError(OutOfRange("the prompt has " + std::to_string(n_prompt) +
-                                   " tokens; it must be between 1 and " + std::to_string(config_.context.n_ctx - 1)));
+    if (n_prompt > 1 && n_prompt < config_.context.n_ctx) return q;
+    q.stream->PushError(OutOfRange("the prompt has " + std::to_string(n_prompt) + " tokens; it must be between 2 and " +
+                                   std::to_string(config_.context.n_ctx - 1)));
   }
 }
 
 void EngineLoop::DropCancelled() {
+  bool foreground_waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    foreground_waiting = !queue_.empty();
+  }
   for (auto& slot : slots_) {
-    if (slot && slot->stream->cancelled()) Finish(*slot, api::FinishReason::kCancelled);
+    if (!slot) continue;
+    if (slot->stream->cancelled() || (slot->task.background && foreground_waiting)) {
+      Finish(*slot, api::FinishReason::kCancelled);
+    }
   }
 }
 
 // One decode token for each generating slot, then prefill chunks in the budget left.
+// A prefill chunk ends at the next snapshot position, so the state there can be saved.
 void EngineLoop::BuildBatch() {
   batch_.Clear();
   int budget = config_.context.n_batch;
@@ -166,25 +240,45 @@ void EngineLoop::BuildBatch() {
   for (auto& slot : slots_) {
     if (!slot || !slot->prefilling() || budget <= 0) continue;
     const auto& prompt = slot->task.prompt;
-    const size_t n = std::min(prompt.size() - slot->n_prompt_done, static_cast<size_t>(budget));
+    size_t end = std::min(prompt.size(), slot->n_prompt_done + static_cast<size_t>(budget));
+    const auto& snaps = slot->task.snapshot_positions;
+    if (slot->next_snapshot < snaps.size()) end = std::min(end, static_cast<size_t>(snaps[slot->next_snapshot]));
     const engine::Pos pos0 = ctx_->SeqLength(slot->seq);
-    for (size_t j = 0; j < n; ++j) {
-      const bool last = slot->n_prompt_done + j + 1 == prompt.size();
-      const int idx = batch_.Add(prompt[slot->n_prompt_done + j], pos0 + static_cast<engine::Pos>(j), slot->seq, last);
+    const bool sample_after = !slot->task.background;
+    for (size_t j = slot->n_prompt_done; j < end; ++j) {
+      const bool last = j + 1 == prompt.size() && sample_after;
+      const int idx = batch_.Add(prompt[j], pos0 + static_cast<engine::Pos>(j - slot->n_prompt_done), slot->seq, last);
       if (last) slot->logits_index = idx;
     }
-    slot->in_batch = n > 0;
-    slot->n_prompt_done += n;
-    budget -= static_cast<int>(n);
+    slot->in_batch = end > slot->n_prompt_done;
+    budget -= static_cast<int>(end - slot->n_prompt_done);
+    slot->n_prompt_done = end;
+  }
+}
+
+void EngineLoop::TakeSnapshots(Slot& slot) {
+  const auto& snaps = slot.task.snapshot_positions;
+  while (slot.next_snapshot < snaps.size() && snaps[slot.next_snapshot] <= static_cast<int32_t>(slot.n_prompt_done)) {
+    const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
+    if (at == slot.n_prompt_done) {
+      cache_->SnapshotPartial(slot.task.cache_namespace, slot.seq, std::span(slot.task.prompt).subspan(0, at));
+    }
+    ++slot.next_snapshot;
   }
 }
 
 void EngineLoop::CommitStep() {
   for (auto& slot : slots_) {
-    if (!slot || !slot->logits_index) continue;
+    if (!slot || !slot->in_batch) continue;
+    if (!slot->pending) TakeSnapshots(*slot);
+    if (slot->task.background) {
+      if (!slot->prefilling()) Finish(*slot, api::FinishReason::kStop);
+      continue;
+    }
+    if (!slot->logits_index) continue;
     slot->pending.reset();
     if (slot->generated.empty()) {
-      slot->t_first_token = std::chrono::steady_clock::now();
+      slot->t_prefilled = slot->t_first_token = Clock::now();
       std::lock_guard<std::mutex> lock(mu_);
       stats_.prompt_tokens += static_cast<int64_t>(slot->task.prompt.size());
       stats_.prompt_tokens_cached += slot->n_cached;
@@ -222,41 +316,48 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
 }
 
 void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence) {
-  // Whatever the detokenizer and stop matcher still hold is output too, unless a stop
-  // string ended the text.
-  std::string tail;
-  if (reason != api::FinishReason::kStopSequence) {
-    auto r = slot.stops->Feed(slot.detokenizer->Flush());
-    tail = r.text + (r.stopped ? "" : slot.stops->Flush());
-  }
-  api::Completion c;
-  if (slot.parser) {
-    for (const auto& d : slot.parser->Push(tail, true)) {
-      api::Delta delta = ToApiDelta(d);
-      if (!IsEmpty(delta)) slot.stream->PushDelta(std::move(delta));
-    }
-    const auto& out = slot.parser->output();
-    c.content = out.content;
-    c.reasoning = out.reasoning;
-    for (const auto& call : out.tool_calls) c.tool_calls.push_back({call.id, call.name, call.arguments});
-  } else {
-    if (!tail.empty()) slot.stream->PushDelta({.content = tail});
-    c.content = slot.completion.content + tail;
-  }
-  c.finish_reason = reason;
-  if (reason == api::FinishReason::kStop && !c.tool_calls.empty()) c.finish_reason = api::FinishReason::kToolCalls;
-  c.stop_sequence = std::move(stop_sequence);
-  c.usage.prompt_tokens = static_cast<int>(slot.task.prompt.size());
-  c.usage.completion_tokens = static_cast<int>(slot.generated.size());
-  c.usage.cached_tokens = slot.n_cached;
-  {
+  if (slot.task.background) {
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.requests_finished++;
-    if (reason == api::FinishReason::kCancelled) stats_.requests_cancelled++;
-    stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
+    stats_.background_tasks++;
+    stats_.background_tokens += static_cast<int64_t>(slot.n_prompt_done) - slot.n_cached;
+  } else {
+    // Whatever the detokenizer and stop matcher still hold is output too, unless a stop
+    // string ended the text.
+    std::string tail;
+    if (reason != api::FinishReason::kStopSequence) {
+      auto r = slot.stops->Feed(slot.detokenizer->Flush());
+      tail = r.text + (r.stopped ? "" : slot.stops->Flush());
+    }
+    api::Completion c;
+    if (slot.parser) {
+      for (const auto& d : slot.parser->Push(tail, true)) {
+        api::Delta delta = ToApiDelta(d);
+        if (!IsEmpty(delta)) slot.stream->PushDelta(std::move(delta));
+      }
+      const auto& out = slot.parser->output();
+      c.content = out.content;
+      c.reasoning = out.reasoning;
+      for (const auto& call : out.tool_calls) c.tool_calls.push_back({call.id, call.name, call.arguments});
+    } else {
+      if (!tail.empty()) slot.stream->PushDelta({.content = tail});
+      c.content = slot.completion.content + tail;
+    }
+    c.finish_reason = reason;
+    if (reason == api::FinishReason::kStop && !c.tool_calls.empty()) c.finish_reason = api::FinishReason::kToolCalls;
+    c.stop_sequence = std::move(stop_sequence);
+    c.usage.prompt_tokens = static_cast<int>(slot.task.prompt.size());
+    c.usage.completion_tokens = static_cast<int>(slot.generated.size());
+    c.usage.cached_tokens = slot.n_cached;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.requests_finished++;
+      if (reason == api::FinishReason::kCancelled) stats_.requests_cancelled++;
+      stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
+    }
+    LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
+    slot.stream->PushDone(std::move(c));
   }
-  slot.stream->PushDone(std::move(c));
-  Release(slot);
+  Release(slot, /*keep_in_cache=*/true);
 }
 
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {
@@ -264,16 +365,44 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.requests_failed++;
   }
+  std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
   slot.stream->PushError(error);
-  Release(slot);
+  Release(slot, /*keep_in_cache=*/false);
 }
 
-void EngineLoop::Release(Slot& slot) {
+// Gives the slot's sequence back to the cache: with everything it computed (prompt and
+// decoded tokens, also when cancelled half way), or empty after a failure.
+void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
   const engine::SeqId seq = slot.seq;
-  ctx_->ClearSeq(seq);
-  slots_[static_cast<size_t>(seq)].reset();  // destroys `slot`
+  if (keep_in_cache) {
+    std::vector<engine::Token> history = slot.task.prompt;
+    history.insert(history.end(), slot.generated.begin(), slot.generated.end());
+    history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(seq))));
+    cache_->Adopt(slot.task.cache_namespace, seq, history);
+  } else {
+    cache_->Release(seq);
+  }
+  for (auto& s : slots_) {
+    if (s.get() == &slot) s.reset();  // destroys `slot`
+  }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy--;
+}
+
+// One line per request: what was reused and from where, what was computed, and why
+// reuse stopped where it did.
+void EngineLoop::LogRequest(const Slot& slot, const char* outcome) const {
+  const auto now = Clock::now();
+  const int n_prompt = static_cast<int>(slot.task.prompt.size());
+  const bool first = !slot.generated.empty() || slot.t_prefilled != Clock::time_point{};
+  std::fprintf(stderr,
+               "hearth: %s prompt=%d reused=%d (%s, %.1f ms) prefilled=%d prefill_ms=%.1f generated=%zu "
+               "ttft_ms=%.1f%s%s\n",
+               outcome, n_prompt, slot.n_cached, cache::TierName(slot.resume.tier), slot.resume.restore_ms,
+               static_cast<int>(slot.n_prompt_done) - slot.n_cached,
+               first ? Ms(slot.t_admitted, slot.t_prefilled) : Ms(slot.t_admitted, now), slot.generated.size(),
+               first ? Ms(slot.t_admitted, slot.t_first_token) : -1.0,
+               slot.resume.stopped_because.empty() ? "" : " reuse_stopped: ", slot.resume.stopped_because.c_str());
 }
 
 }  // namespace hearth::server

@@ -1,7 +1,10 @@
-// EngineLoop: the single thread that owns the llama context and runs every request:
-// admit queued tasks into free slots, build one batch (a decode token for every
-// generating slot plus prefill chunks within the batch budget), decode, then sample and
-// stream each slot's next token (continuous batching).
+// EngineLoop: the single thread that owns the llama context and the prefix cache and runs
+// every request: admit queued tasks into free slots (resuming each prompt from the cache),
+// build one batch (a decode token for every generating slot plus prefill chunks within the
+// batch budget, each chunk ending at the next snapshot position), decode, take the
+// snapshots, then sample and stream each slot's next token (continuous batching). A
+// finished or cancelled request's sequence goes back to the cache with everything it
+// computed.
 //
 // Threads: Start/Stop from the owner; Submit and stats() from any thread (HTTP handlers);
 // everything else runs on the loop thread.
@@ -10,6 +13,8 @@
 //  1. Only the loop thread touches the Context, the slots and the samplers.
 //  2. Every submitted task ends with exactly one kDone or kError event on its stream.
 //  3. The wait queue never holds more than max_queued tasks; Submit refuses the rest.
+//  4. Background tasks (warm-ahead) run only while no request waits or runs; a request
+//     arriving preempts them at the next step, keeping what they prefilled.
 #pragma once
 
 #include <atomic>
@@ -22,6 +27,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cache/disk_store.h"
+#include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "server/request_stream.h"
@@ -31,8 +38,14 @@
 namespace hearth::server {
 
 struct EngineConfig {
-  engine::ContextOptions context;  // context.n_seq_max is the number of parallel slots
+  engine::ContextOptions context;  // n_seq_max = n_parallel + device sequences kept for the cache
+  int n_parallel = 2;              // requests decoded together
   int max_queued = 64;             // tasks waiting for a slot before Submit says 503
+  size_t cache_ram_bytes = 1u << 30;
+  std::string cache_dir;           // empty: no disk tier
+  size_t cache_disk_bytes = 8ull << 30;
+  std::string cache_namespace;     // model fingerprint + context settings; tasks add their salt
+  bool verbose = false;            // one log line per request
 };
 
 struct EngineStats {
@@ -46,6 +59,9 @@ struct EngineStats {
   int64_t decode_calls = 0;
   int slots_busy = 0;
   int queued = 0;
+  int64_t background_tasks = 0;
+  int64_t background_tokens = 0;
+  cache::CacheStats cache;
 };
 
 class EngineLoop {
@@ -63,6 +79,8 @@ class EngineLoop {
   StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationTask task);
 
   EngineStats stats() const;
+  // JSON summary of the prefix cache (GET /v1/cache).
+  std::string DescribeCache() const;
   const EngineConfig& config() const { return config_; }
 
  private:
@@ -74,24 +92,33 @@ class EngineLoop {
   void Run();
   bool WaitForWork();
   void AdmitQueued();
-  std::optional<Queued> PopValidTask();
+  std::optional<Queued> PopValidTask(bool background);
+  bool Admit(Queued q, size_t slot_index);
   void DropCancelled();
+  void TakeSnapshots(Slot& slot);
   void BuildBatch();
   void CommitStep();
   void EmitToken(Slot& slot, engine::Token token);
   void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
   void FailSlot(Slot& slot, const Status& error);
-  void Release(Slot& slot);
+  void Release(Slot& slot, bool keep_in_cache);
+  void LogRequest(const Slot& slot, const char* outcome) const;
+  bool HasForegroundWork();
 
   const engine::Model& model_;
   EngineConfig config_;
   std::unique_ptr<engine::Context> ctx_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // index == sequence id; null when free
+  std::unique_ptr<cache::SequenceStore> sequences_;
+  std::unique_ptr<cache::DiskStore> disk_;
+  std::unique_ptr<cache::PrefixCache> cache_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // null when free
   engine::Batch batch_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Queued> queue_;  // guarded by mu_
+  std::deque<Queued> queue_;             // guarded by mu_
+  std::deque<Queued> background_queue_;  // guarded by mu_
+  std::string cache_summary_;            // guarded by mu_; refreshed by the loop
   bool stopping_ = false;     // guarded by mu_
   EngineStats stats_;         // guarded by mu_
   std::thread thread_;

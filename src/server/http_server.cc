@@ -72,7 +72,7 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
       model_(model),
       template_(chat_template),
       engine_(engine),
-      builder_(model, chat_template, engine.config().context.n_ctx),
+      builder_(model, chat_template, engine.config().context.n_ctx, engine.config().cache_namespace),
       http_(std::make_unique<httplib::Server>()) {
   RegisterRoutes();
 }
@@ -167,6 +167,9 @@ void HttpServer::RegisterRoutes() {
   });
   s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(FormatPrometheus(engine_.stats()), "text/plain; version=0.0.4");
+  }));
+  s.Get("/v1/cache", Guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(engine_.DescribeCache(), "application/json");
   }));
   s.Post("/tokenize", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     auto body = ParseJsonBody(req, res);

@@ -1,5 +1,6 @@
 #include "server/request_builder.h"
 
+#include <algorithm>
 #include <string>
 #include <variant>
 
@@ -37,11 +38,59 @@ engine::SamplingParams ToEngine(const api::Sampling& s) {
 
 }  // namespace
 
+RequestBuilder::RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx,
+                               std::string cache_namespace)
+    : model_(model), template_(chat_template), n_ctx_(n_ctx), cache_namespace_(std::move(cache_namespace)) {
+  // Learn the template's turn structure from a probe conversation: the generation
+  // prompt's first token marks the start of every turn, and the text between that marker
+  // and a past assistant turn's content is how history opens an assistant turn.
+  const std::string kProbe = "hearth-probe-7f3a";
+  std::vector<engine::ChatMessage> probe = {{.role = "user", .content = "a"},
+                                            {.role = "assistant", .content = kProbe},
+                                            {.role = "user", .content = "b"}};
+  auto rendered = template_.Render(probe, {});
+  if (!rendered.ok()) return;
+  auto gen = model_.Tokenize(rendered->generation_prompt, false, true);
+  if (!gen.empty() && model_.TokenPiece(gen[0], true).size() > 1) turn_marker_ = gen[0];
+  const std::string& text = rendered->prompt;
+  const size_t at = text.find(kProbe);
+  if (!turn_marker_ || at == std::string::npos) return;
+  const std::string marker = model_.TokenPiece(*turn_marker_, true);
+  const size_t open = text.rfind(marker, at);
+  if (open != std::string::npos) assistant_start_ = text.substr(open, at - open);
+}
+
+std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine::Token>& prompt,
+                                                       const std::string& generation_prompt) const {
+  std::vector<int32_t> out;
+  const auto n = static_cast<int32_t>(prompt.size());
+  if (turn_marker_) {
+    for (int32_t i = 1; i < n; ++i) {
+      if (prompt[static_cast<size_t>(i)] == *turn_marker_) out.push_back(i);
+    }
+  }
+  // The generation prompt minus what a re-rendered assistant turn does not repeat.
+  size_t common = 0;
+  while (common < generation_prompt.size() && common < assistant_start_.size() &&
+         generation_prompt[common] == assistant_start_[common]) {
+    ++common;
+  }
+  if (common > 0 && common < generation_prompt.size()) {
+    const auto n_suffix = static_cast<int32_t>(model_.Tokenize(generation_prompt.substr(common), false, true).size());
+    if (n_suffix > 0 && n_suffix < n) out.push_back(n - n_suffix);
+  }
+  out.push_back(n);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::GenerationRequest& request) const {
   BuildResult out;
   if (request.prompt) {
     out.prompt_text = *request.prompt;
     out.task.prompt = model_.Tokenize(out.prompt_text, /*add_bos=*/true, /*parse_special=*/false);
+    out.task.snapshot_positions = {static_cast<int32_t>(out.task.prompt.size())};
     return out;
   }
   std::vector<engine::ChatMessage> messages;
@@ -63,6 +112,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
   out.task.prompt = model_.Tokenize(out.prompt_text, /*add_bos=*/false, /*parse_special=*/true);
   out.task.output_format = rendered->output_format;
   out.task.stop = rendered->additional_stops;
+  out.task.snapshot_positions = SnapshotPositions(out.task.prompt, rendered->generation_prompt);
   return out;
 }
 
@@ -89,6 +139,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
   } else {
     out.task.max_tokens = room;
   }
+  out.task.cache_namespace = cache_namespace_ + "|" + request.cache_salt;
   out.task.sampling = ToEngine(request.sampling);
   if (Status s = out.task.sampling.Validate(); !s.ok()) return BadRequest(s.message());
   for (const auto& s : request.stop) out.task.stop.push_back(s);

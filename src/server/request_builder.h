@@ -6,6 +6,11 @@
 // and ChatTemplate it reads are immutable).
 #pragma once
 
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
 #include "api/types.h"
 #include "engine/chat_template.h"
 #include "engine/model.h"
@@ -21,9 +26,10 @@ struct BuildResult {
 class RequestBuilder {
  public:
   // `model` and `chat_template` must outlive the builder. `n_ctx`: most positions one
-  // sequence may use.
-  RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx)
-      : model_(model), template_(chat_template), n_ctx_(n_ctx) {}
+  // sequence may use. `cache_namespace`: the model's cache namespace (requests add their
+  // cache_salt to it).
+  RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx,
+                 std::string cache_namespace);
 
   // Errors (as API errors, 400 unless noted): the template rejects the conversation; the
   // prompt does not fit the context, or prompt + max_tokens does not (both with the
@@ -33,10 +39,19 @@ class RequestBuilder {
   // Only renders and tokenizes (count_tokens, /apply-template, /tokenize).
   std::variant<BuildResult, api::ApiError> Render(const api::GenerationRequest& request) const;
 
+  // Where later requests can arrive in `prompt`, ascending: before every turn-start
+  // marker (the end of each message), the start of the generation prompt without the
+  // part that re-rendered history drops (e.g. "<think>\n"), and the prompt's end.
+  std::vector<int32_t> SnapshotPositions(const std::vector<engine::Token>& prompt,
+                                         const std::string& generation_prompt) const;
+
  private:
   const engine::Model& model_;
   const engine::ChatTemplate& template_;
   int n_ctx_;
+  std::string cache_namespace_;
+  std::optional<engine::Token> turn_marker_;  // e.g. <|im_start|>
+  std::string assistant_start_;               // an assistant turn's opening as history renders it
 };
 
 // 400 invalid_request_error with `message`.

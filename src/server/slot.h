@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/types.h"
+#include "cache/prefix_cache.h"
 #include "engine/chat_template.h"
 #include "engine/detokenizer.h"
 #include "engine/sampler.h"
@@ -30,6 +31,8 @@ struct Slot {
 
   size_t n_prompt_done = 0;          // prompt tokens already in the sequence
   int n_cached = 0;                  // of those, reused rather than prefilled
+  cache::ResumeReport resume;        // where the reused part came from
+  size_t next_snapshot = 0;          // index into task.snapshot_positions
   std::vector<engine::Token> generated;
   std::optional<engine::Token> pending;  // sampled, to be decoded next step
   bool in_batch = false;                 // has tokens in the batch being decoded
@@ -37,6 +40,7 @@ struct Slot {
   api::Completion completion;            // text accumulates here for non-parsed output
 
   std::chrono::steady_clock::time_point t_admitted;
+  std::chrono::steady_clock::time_point t_prefilled;
   std::chrono::steady_clock::time_point t_first_token;
 
   bool prefilling() const { return n_prompt_done < task.prompt.size(); }

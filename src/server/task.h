@@ -20,6 +20,16 @@ struct GenerationTask {
   // Chat requests: parse the output into reasoning / content / tool calls. Unset for raw
   // text completions.
   std::optional<engine::OutputFormat> output_format;
+
+  // Prefix cache: the namespace the prompt lives in (model, context settings, salt) and
+  // the prompt positions where a later request can arrive (message boundaries, the start
+  // of generation), ascending. Partial snapshots are taken there during prefill.
+  std::string cache_namespace;
+  std::vector<int32_t> snapshot_positions;
+
+  // Background work (warm-ahead): runs only while no request waits, is preempted by
+  // any, and produces no output; only its snapshots matter.
+  bool background = false;
 };
 
 }  // namespace hearth::server
