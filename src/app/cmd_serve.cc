@@ -59,8 +59,8 @@ int RunServe(ServeFlags f) {
   f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
   f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
   server::EngineLoop loop(**model, f.engine);
-  if (Status s = loop.Start(); !s.ok()) return Fail(s);
   server::HttpServer http(f.http, **model, **tmpl, loop);
+  if (Status s = loop.Start(); !s.ok()) return Fail(s);
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
   g_server = &http;
   std::signal(SIGINT, OnSignal);
@@ -105,6 +105,7 @@ void RegisterServe(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body", f->http.max_body_bytes, "largest request body in bytes")->capture_default_str();
   cmd->add_flag("-v,--verbose", f->verbose, "log llama.cpp's messages");
+  cmd->add_flag("!--no-warm-ahead", f->http.warm_ahead, "do not prepare the next turn while idle");
   cmd->callback([f] {
     if (f->engine.context.n_ubatch > f->engine.context.n_batch) f->engine.context.n_ubatch = f->engine.context.n_batch;
     f->engine.context.n_seq_max = f->engine.n_parallel + f->cache_sequences;

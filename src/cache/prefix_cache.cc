@@ -63,8 +63,9 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
       lease.report.n_reused = (*it)->depth;
       lease.report.n_matched = static_cast<int32_t>(m.n_matched);
       lease.report.tier = Tier::kDevice;
-      if (lease.report.n_reused < max_reuse) {
-        lease.report.stopped_because = "prompt diverges from the cache at token " + std::to_string(m.n_matched);
+      if (lease.report.n_reused < lease.report.n_matched) {
+        lease.report.stopped_because = "the cache knows " + std::to_string(m.n_matched) + " tokens of this prompt but holds no state past " +
+                                       std::to_string(lease.report.n_reused);
       }
       device_state_of_seq_.erase(own->seq);
       tree_.RemoveState(own->id);
@@ -288,10 +289,8 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
     report.n_reused = c.depth;
     report.tier = src->tier;
     if (c.depth < static_cast<int32_t>(m.n_matched)) {
-      report.stopped_because = "no recurrent state between position " + std::to_string(c.depth) + " and " +
+      report.stopped_because = "no usable state between position " + std::to_string(c.depth) + " and " +
                                std::to_string(m.n_matched) + " where the prompt leaves the cache";
-    } else if (static_cast<int32_t>(m.n_matched) < max_reuse) {
-      report.stopped_because = "prompt diverges from the cache at token " + std::to_string(m.n_matched);
     }
     break;
   }

@@ -355,6 +355,7 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
       stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
     }
     LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
+    if (on_finished_) on_finished_(slot.task, c);
     slot.stream->PushDone(std::move(c));
   }
   Release(slot, /*keep_in_cache=*/true);

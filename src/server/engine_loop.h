@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -78,6 +79,11 @@ class EngineLoop {
   // kUnavailable when stopped.
   StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationTask task);
 
+  // Called on the loop thread when a request finishes (also when cancelled), with its
+  // task and what it produced. Must be quick: post the work elsewhere. Set before Start.
+  using FinishedCallback = std::function<void(const GenerationTask&, const api::Completion&)>;
+  void SetFinishedCallback(FinishedCallback callback) { on_finished_ = std::move(callback); }
+
   EngineStats stats() const;
   // JSON summary of the prefix cache (GET /v1/cache).
   std::string DescribeCache() const;
@@ -111,6 +117,7 @@ class EngineLoop {
   std::unique_ptr<cache::SequenceStore> sequences_;
   std::unique_ptr<cache::DiskStore> disk_;
   std::unique_ptr<cache::PrefixCache> cache_;
+  FinishedCallback on_finished_;
   std::vector<std::unique_ptr<Slot>> slots_;  // null when free
   engine::Batch batch_;
 

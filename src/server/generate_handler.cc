@@ -81,6 +81,7 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
   api::Usage usage0;
   usage0.prompt_tokens = static_cast<int>(br.task.prompt.size());
 
+  br.task.request = std::make_shared<const api::GenerationRequest>(request);
   auto submitted = engine.Submit(std::move(br.task));
   if (!submitted.ok()) return ReplyError(*writer, ToApiError(submitted.status()), res);
   std::shared_ptr<RequestStream> stream = *submitted;

@@ -74,6 +74,11 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
       engine_(engine),
       builder_(model, chat_template, engine.config().context.n_ctx, engine.config().cache_namespace),
       http_(std::make_unique<httplib::Server>()) {
+  if (config_.warm_ahead) {
+    warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);
+    engine_.SetFinishedCallback(
+        [w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& c) { w->OnFinished(task, c); });
+  }
   RegisterRoutes();
 }
 

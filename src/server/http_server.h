@@ -22,6 +22,7 @@
 #include "engine/model.h"
 #include "server/engine_loop.h"
 #include "server/request_builder.h"
+#include "server/warm_ahead.h"
 
 namespace httplib {
 class Server;
@@ -36,12 +37,14 @@ struct HttpConfig {
   bool cors = false;             // answer browsers' cross-origin requests
   size_t max_body_bytes = 32u << 20;
   std::string model_alias;       // the model id reported by /v1/models
+  bool warm_ahead = true;        // prepare each conversation's next turn while idle
   int n_http_threads = 32;
 };
 
 class HttpServer {
  public:
-  // All references must outlive the server.
+  // All references must outlive the server. REQUIRES: `engine` not started yet (the
+  // server registers its warm-ahead callback).
   HttpServer(HttpConfig config, const engine::Model& model, const engine::ChatTemplate& chat_template,
              EngineLoop& engine);
   ~HttpServer();
@@ -61,6 +64,7 @@ class HttpServer {
   const engine::ChatTemplate& template_;
   EngineLoop& engine_;
   RequestBuilder builder_;
+  std::unique_ptr<WarmAhead> warm_ahead_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
 };

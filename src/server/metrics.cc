@@ -26,6 +26,25 @@ std::string FormatPrometheus(const EngineStats& s) {
   Add(&out, "decode_calls_total", "counter", "Batches decoded.", s.decode_calls);
   Add(&out, "slots_busy", "gauge", "Sequences generating or prefilling now.", s.slots_busy);
   Add(&out, "requests_queued", "gauge", "Requests waiting for a free sequence.", s.queued);
+  const auto& c = s.cache;
+  out += "# HELP hearth_cache_hits_total Requests that resumed from the cache, by tier.\n";
+  out += "# TYPE hearth_cache_hits_total counter\n";
+  out += "hearth_cache_hits_total{tier=\"device\"} " + std::to_string(c.hits_device) + "\n";
+  out += "hearth_cache_hits_total{tier=\"ram\"} " + std::to_string(c.hits_ram) + "\n";
+  out += "hearth_cache_hits_total{tier=\"disk\"} " + std::to_string(c.hits_disk) + "\n";
+  Add(&out, "cache_misses_total", "counter", "Requests that found nothing to resume from.", c.misses);
+  Add(&out, "cache_snapshots_taken_total", "counter", "States stored in RAM or on disk.", c.snapshots_taken);
+  Add(&out, "cache_snapshots_evicted_total", "counter", "States dropped or moved down a tier.", c.snapshots_evicted);
+  Add(&out, "cache_snapshots_quarantined_total", "counter", "Corrupt or foreign disk states set aside.",
+      c.snapshots_quarantined);
+  out += "# HELP hearth_cache_bytes Bytes held by cached states, by tier.\n";
+  out += "# TYPE hearth_cache_bytes gauge\n";
+  out += "hearth_cache_bytes{tier=\"ram\"} " + std::to_string(c.bytes_ram) + "\n";
+  out += "hearth_cache_bytes{tier=\"disk\"} " + std::to_string(c.bytes_disk) + "\n";
+  Add(&out, "cache_device_sequences", "gauge", "Idle conversations kept on the device.", c.device_cached);
+  Add(&out, "cache_nodes", "gauge", "Nodes of the prefix tree.", static_cast<int64_t>(c.n_nodes));
+  Add(&out, "warm_ahead_tasks_total", "counter", "Background prefills of a next turn.", s.background_tasks);
+  Add(&out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
   return out;
 }
 

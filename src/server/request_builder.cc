@@ -139,7 +139,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
   } else {
     out.task.max_tokens = room;
   }
-  out.task.cache_namespace = cache_namespace_ + "|" + request.cache_salt;
+  out.task.cache_namespace = CacheNamespace(request.cache_salt);
   out.task.sampling = ToEngine(request.sampling);
   if (Status s = out.task.sampling.Validate(); !s.ok()) return BadRequest(s.message());
   for (const auto& s : request.stop) out.task.stop.push_back(s);

@@ -39,6 +39,9 @@ class RequestBuilder {
   // Only renders and tokenizes (count_tokens, /apply-template, /tokenize).
   std::variant<BuildResult, api::ApiError> Render(const api::GenerationRequest& request) const;
 
+  // The cache namespace of requests carrying `cache_salt`.
+  std::string CacheNamespace(const std::string& cache_salt) const { return cache_namespace_ + "|" + cache_salt; }
+
   // Where later requests can arrive in `prompt`, ascending: before every turn-start
   // marker (the end of each message), the start of the generation prompt without the
   // part that re-rendered history drops (e.g. "<think>\n"), and the prompt's end.

@@ -1,11 +1,17 @@
 #include "server/request_stream.h"
 
 namespace hearth::server {
+namespace {
+
+std::atomic<uint64_t> g_next_order{1};
+
+}  // namespace
 
 void RequestStream::Push(StreamEvent event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
+    event.order = g_next_order.fetch_add(1, std::memory_order_relaxed);
     if (event.kind != StreamEvent::Kind::kDelta) closed_ = true;
     events_.push_back(std::move(event));
   }

@@ -9,11 +9,14 @@
 //  1. After a kDone or kError event nothing more is pushed.
 //  2. Cancel() is sticky; the engine sees it at its next step and finishes the request
 //     with FinishReason::kCancelled, keeping what was computed.
+//  3. StreamEvent::order increases with every push in the process, across all streams:
+//     with one producer thread it is the order the engine emitted events in.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 
@@ -28,6 +31,7 @@ struct StreamEvent {
   api::Delta delta;            // kDelta
   api::Completion completion;  // kDone: the whole response, with usage
   Status error;                // kError
+  uint64_t order = 0;          // set by Push; see invariant 3
 };
 
 class RequestStream {

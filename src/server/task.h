@@ -2,10 +2,12 @@
 // tokenized (rendering happens on the HTTP thread so the loop only ever sees tokens).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "api/types.h"
 #include "engine/chat_template.h"
 #include "engine/sampler.h"
 #include "engine/types.h"
@@ -30,6 +32,10 @@ struct GenerationTask {
   // Background work (warm-ahead): runs only while no request waits, is preempted by
   // any, and produces no output; only its snapshots matter.
   bool background = false;
+
+  // The request this task was built from, for warm-ahead after it finishes; null for
+  // background tasks.
+  std::shared_ptr<const api::GenerationRequest> request;
 };
 
 }  // namespace hearth::server
