@@ -17,6 +17,7 @@ Json UsageJson(const Usage& u) {
   j["cache_creation_input_tokens"] = 0;
   j["cache_read_input_tokens"] = u.cached_tokens;
   j["output_tokens"] = u.completion_tokens;
+  if (u.cache) j["hearth_cache"] = CacheReportJson(*u.cache);
   return j;
 }
 

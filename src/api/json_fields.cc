@@ -234,4 +234,19 @@ void AppendPart(std::string* text, std::string_view piece) {
   *text += piece;
 }
 
+Json CacheReportJson(const CacheReport& r) {
+  Json j;
+  j["reused_tokens"] = r.reused_tokens;
+  j["prefilled_tokens"] = r.prefilled_tokens;
+  j["tier"] = r.tier.empty() ? Json(nullptr) : Json(r.tier);
+  j["restore_ms"] = r.restore_ms;
+  if (!r.stopped_because.empty()) j["stopped_because"] = r.stopped_because;
+  if (r.volatile_span) {
+    j["volatile_span"] = {{"message", r.volatile_message},
+                          {"text", r.volatile_text},
+                          {"previous_text", r.volatile_previous_text}};
+  }
+  return j;
+}
+
 }  // namespace hearth::api

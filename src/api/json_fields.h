@@ -58,6 +58,9 @@ ParseResult<T> ParseObjectWith(std::string_view body, Fn parse) {
 // Compact JSON text. Invalid UTF-8 in strings becomes U+FFFD instead of throwing.
 std::string DumpJson(const Json& value);
 
+// usage.hearth_cache: how the prompt was served from the cache.
+Json CacheReportJson(const CacheReport& report);
+
 // "parent.key", or "key" at the top level.
 std::string FieldPath(std::string_view parent, std::string_view key);
 // "parent[i]".

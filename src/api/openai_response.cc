@@ -21,6 +21,7 @@ Json UsageJson(const Usage& u) {
   j["completion_tokens"] = u.completion_tokens;
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   j["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  if (u.cache) j["hearth_cache"] = CacheReportJson(*u.cache);
   return j;
 }
 

@@ -70,10 +70,26 @@ struct GenerationRequest {
 
 enum class FinishReason { kStop, kLength, kToolCalls, kStopSequence, kCancelled };
 
+// How the prompt was served from the cache; reported as usage.hearth_cache.
+struct CacheReport {
+  int reused_tokens = 0;
+  int prefilled_tokens = 0;
+  std::string tier;             // "device", "ram", "disk"; empty when nothing was reused
+  double restore_ms = 0;
+  std::string stopped_because;  // why reuse ended before the cache's knowledge did
+  // A span that differs from the conversation's earlier prompt and then rejoins it
+  // (a request id, a timestamp): named so the client can move it, or --stabilize can.
+  bool volatile_span = false;
+  int volatile_message = 0;     // index of the message holding it
+  std::string volatile_text;
+  std::string volatile_previous_text;
+};
+
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens reused from the cache, not prefilled
+  std::optional<CacheReport> cache;
 };
 
 // One step of output. Streams send many; a non-streaming response is their sum.

@@ -20,6 +20,8 @@ struct ServeFlags {
   std::string chat_template_file;
   server::HttpConfig http;
   server::EngineConfig engine;
+  std::vector<std::string> stabilize;
+  bool stabilize_drop = false;
   int cache_sequences = 2;
   size_t cache_ram_mib = 2048;
   size_t cache_disk_mib = 16384;
@@ -105,10 +107,21 @@ void RegisterServe(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body", f->http.max_body_bytes, "largest request body in bytes")->capture_default_str();
   cmd->add_flag("-v,--verbose", f->verbose, "log llama.cpp's messages");
+  cmd->add_option("--stabilize", f->stabilize,
+                  "move per-request spans out of the cacheable prefix: uuid, ulid, timestamp, claude-billing, re:REGEX")
+      ->delimiter(',');
+  cmd->add_flag("--stabilize-drop", f->stabilize_drop, "drop matched spans instead of moving them to the end");
   cmd->add_flag("!--no-warm-ahead", f->http.warm_ahead, "do not prepare the next turn while idle");
   cmd->callback([f] {
     if (f->engine.context.n_ubatch > f->engine.context.n_batch) f->engine.context.n_ubatch = f->engine.context.n_batch;
     f->engine.context.n_seq_max = f->engine.n_parallel + f->cache_sequences;
+    auto stabilizer = chat::Stabilizer::Parse(
+        f->stabilize, f->stabilize_drop ? chat::StabilizeMode::kDrop : chat::StabilizeMode::kMoveToEnd);
+    if (!stabilizer.ok()) {
+      std::fprintf(stderr, "hearth serve: %s\n", stabilizer.status().message().c_str());
+      throw CLI::RuntimeError(2);
+    }
+    f->http.stabilizer = std::move(*stabilizer);
     if (Status s = f->engine.context.Validate(); !s.ok()) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);

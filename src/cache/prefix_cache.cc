@@ -412,6 +412,19 @@ void PrefixCache::ForgetDiskKeys(const std::vector<uint64_t>& keys) {
   }
 }
 
+std::vector<Token> PrefixCache::EarlierContinuation(const std::string& ns, std::span<const Token> tokens) {
+  auto m = tree_.MatchPrefix(ns, tokens);
+  if (m.path.empty()) return {};
+  PrefixTree::Node* node = m.below;
+  if (node == nullptr) {
+    const auto& kids = m.path.back()->children;
+    if (kids.empty()) return {};
+    node = kids.begin()->second.get();
+  }
+  while (!node->children.empty()) node = node->children.begin()->second.get();
+  return tree_.PathTokens(node);
+}
+
 CacheStats PrefixCache::stats() const {
   CacheStats s = stats_;
   s.bytes_ram = ram_bytes_;

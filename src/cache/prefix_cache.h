@@ -92,6 +92,11 @@ class PrefixCache {
   // Gives `seq` back empty.
   void Release(int32_t seq);
 
+  // The tokens of an earlier sequence that shares the longest prefix with `tokens` and
+  // goes on past where `tokens` leaves the tree; empty when there is none. For
+  // explaining divergences (see volatile_span.h).
+  std::vector<Token> EarlierContinuation(const std::string& ns, std::span<const Token> tokens);
+
   CacheStats stats() const;
   // A readable summary of the tree for GET /v1/cache.
   std::string DescribeJson() const;

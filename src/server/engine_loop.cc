@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/utf8.h"
+#include "cache/volatile_span.h"
 #include "server/context_sequence_store.h"
 
 namespace hearth::server {
@@ -179,6 +181,7 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
     if (chat) slot->parser = std::make_unique<engine::OutputParser>(*q.task.output_format);
   }
   slot->task = std::move(q.task);
+  if (!slot->task.background) ExplainDivergence(*slot);
   while (slot->next_snapshot < slot->task.snapshot_positions.size() &&
          slot->task.snapshot_positions[slot->next_snapshot] <= static_cast<int32_t>(slot->n_prompt_done)) {
     ++slot->next_snapshot;
@@ -188,6 +191,32 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy++;
   return true;
+}
+
+// When the prompt leaves the cache and rejoins an earlier prompt right after, the span
+// in between is per-request content defeating reuse: report it.
+void EngineLoop::ExplainDivergence(Slot& slot) {
+  const auto& prompt = slot.task.prompt;
+  const int32_t diverged = slot.resume.n_matched;
+  if (diverged <= 0 || diverged + 1 >= static_cast<int32_t>(prompt.size())) return;
+  auto earlier = cache_->EarlierContinuation(slot.task.cache_namespace, prompt);
+  auto span = cache::FindVolatileSpan(prompt, earlier, diverged);
+  if (!span) return;
+  api::CacheReport& r = slot.report;
+  r.volatile_span = true;
+  const auto& marks = slot.task.snapshot_positions;
+  r.volatile_message = static_cast<int>(std::count_if(marks.begin(), marks.end(), [&](int32_t p) { return p <= span->start; }));
+  auto text = [&](const std::vector<engine::Token>& t, int32_t a, int32_t b) {
+    return SanitizeUtf8(model_.Detokenize(std::span(t).subspan(static_cast<size_t>(a), static_cast<size_t>(b - a)), true));
+  };
+  r.volatile_text = text(prompt, span->start, span->end_new);
+  r.volatile_previous_text = text(earlier, span->start, span->end_earlier);
+  std::fprintf(stderr,
+               "hearth: volatile span in message %d at token %d: \"%s\" (was \"%s\"); the prompt rejoins the cache "
+               "right after it: move it to the end of the conversation or start with --stabilize\n",
+               r.volatile_message, span->start, r.volatile_text.c_str(), r.volatile_previous_text.c_str());
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.volatile_spans++;
 }
 
 // The next queued task that fits the context; the others are answered with an error.
@@ -348,6 +377,13 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     c.usage.prompt_tokens = static_cast<int>(slot.task.prompt.size());
     c.usage.completion_tokens = static_cast<int>(slot.generated.size());
     c.usage.cached_tokens = slot.n_cached;
+    api::CacheReport report = slot.report;
+    report.reused_tokens = slot.n_cached;
+    report.prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
+    if (slot.n_cached > 0) report.tier = cache::TierName(slot.resume.tier);
+    report.restore_ms = slot.resume.restore_ms;
+    report.stopped_because = slot.resume.stopped_because;
+    c.usage.cache = std::move(report);
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.requests_finished++;

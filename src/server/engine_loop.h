@@ -60,6 +60,7 @@ struct EngineStats {
   int64_t decode_calls = 0;
   int slots_busy = 0;
   int queued = 0;
+  int64_t volatile_spans = 0;
   int64_t background_tasks = 0;
   int64_t background_tokens = 0;
   cache::CacheStats cache;
@@ -100,6 +101,7 @@ class EngineLoop {
   void AdmitQueued();
   std::optional<Queued> PopValidTask(bool background);
   bool Admit(Queued q, size_t slot_index);
+  void ExplainDivergence(Slot& slot);
   void DropCancelled();
   void TakeSnapshots(Slot& slot);
   void BuildBatch();

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "chat/stabilizer.h"
 #include "engine/chat_template.h"
 #include "engine/model.h"
 #include "server/engine_loop.h"
@@ -38,6 +39,7 @@ struct HttpConfig {
   size_t max_body_bytes = 32u << 20;
   std::string model_alias;       // the model id reported by /v1/models
   bool warm_ahead = true;        // prepare each conversation's next turn while idle
+  chat::Stabilizer stabilizer;   // --stabilize rules
   int n_http_threads = 32;
 };
 

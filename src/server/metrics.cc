@@ -43,6 +43,7 @@ std::string FormatPrometheus(const EngineStats& s) {
   out += "hearth_cache_bytes{tier=\"disk\"} " + std::to_string(c.bytes_disk) + "\n";
   Add(&out, "cache_device_sequences", "gauge", "Idle conversations kept on the device.", c.device_cached);
   Add(&out, "cache_nodes", "gauge", "Nodes of the prefix tree.", static_cast<int64_t>(c.n_nodes));
+  Add(&out, "volatile_spans_total", "counter", "Prompts whose reuse a per-request span cut short.", s.volatile_spans);
   Add(&out, "warm_ahead_tasks_total", "counter", "Background prefills of a next turn.", s.background_tasks);
   Add(&out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
   return out;

@@ -23,6 +23,26 @@ engine::ChatMessage ToEngine(const api::Message& m) {
   return out;
 }
 
+// Many templates (Qwen's among them) accept a system message only at the start, while
+// clients send system turns mid-conversation (Claude Code does). When the template refuses
+// them, each such turn becomes a user turn holding its text in <system-reminder> tags, in
+// place, so that the next request's prompt still shares this one's prefix. Returns
+// whether any message changed.
+bool DemoteLateSystemMessages(std::vector<engine::ChatMessage>* messages) {
+  bool leading = true;
+  bool changed = false;
+  for (auto& m : *messages) {
+    if (m.role != "system") {
+      leading = false;
+    } else if (!leading) {
+      m.role = "user";
+      m.content = "<system-reminder>\n" + m.content + "\n</system-reminder>";
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 engine::SamplingParams ToEngine(const api::Sampling& s) {
   engine::SamplingParams p;
   if (s.temperature) p.temperature = *s.temperature;
@@ -39,8 +59,12 @@ engine::SamplingParams ToEngine(const api::Sampling& s) {
 }  // namespace
 
 RequestBuilder::RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx,
-                               std::string cache_namespace)
-    : model_(model), template_(chat_template), n_ctx_(n_ctx), cache_namespace_(std::move(cache_namespace)) {
+                               std::string cache_namespace, chat::Stabilizer stabilizer)
+    : model_(model),
+      template_(chat_template),
+      n_ctx_(n_ctx),
+      cache_namespace_(std::move(cache_namespace)),
+      stabilizer_(std::move(stabilizer)) {
   // Learn the template's turn structure from a probe conversation: the generation
   // prompt's first token marks the start of every turn, and the text between that marker
   // and a past assistant turn's content is how history opens an assistant turn.
@@ -93,8 +117,10 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
     out.task.snapshot_positions = {static_cast<int32_t>(out.task.prompt.size())};
     return out;
   }
+  std::vector<api::Message> stable = request.messages;
+  stabilizer_.Apply(stable);
   std::vector<engine::ChatMessage> messages;
-  for (const auto& m : request.messages) messages.push_back(ToEngine(m));
+  for (const auto& m : stable) messages.push_back(ToEngine(m));
   engine::RenderOptions ro;
   if (request.enable_thinking) ro.enable_thinking = *request.enable_thinking;
   for (const auto& t : request.tools) ro.tools.push_back({t.name, t.description, t.parameters});
@@ -106,6 +132,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
   ro.parallel_tool_calls = request.parallel_tool_calls;
   ro.template_kwargs = request.template_kwargs;
   auto rendered = template_.Render(messages, ro);
+  if (!rendered.ok() && DemoteLateSystemMessages(&messages)) rendered = template_.Render(messages, ro);
   if (!rendered.ok()) return BadRequest(rendered.status().message(), "messages");
   out.prompt_text = rendered->prompt;
   // The rendered prompt carries its own control tokens (and BOS where the template wants it).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/types.h"
+#include "chat/stabilizer.h"
 #include "engine/chat_template.h"
 #include "engine/model.h"
 #include "server/task.h"
@@ -29,8 +30,10 @@ class RequestBuilder {
   // sequence may use. `cache_namespace`: the model's cache namespace (requests add their
   // cache_salt to it).
   RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx,
-                 std::string cache_namespace);
+                 std::string cache_namespace, chat::Stabilizer stabilizer = {});
 
+  // A template that refuses system messages after the first turn gets them as user turns
+  // wrapped in <system-reminder> tags instead (clients such as Claude Code send them).
   // Errors (as API errors, 400 unless noted): the template rejects the conversation; the
   // prompt does not fit the context, or prompt + max_tokens does not (both with the
   // numbers); sampling values out of range.
@@ -55,6 +58,7 @@ class RequestBuilder {
   std::string cache_namespace_;
   std::optional<engine::Token> turn_marker_;  // e.g. <|im_start|>
   std::string assistant_start_;               // an assistant turn's opening as history renders it
+  chat::Stabilizer stabilizer_;
 };
 
 // 400 invalid_request_error with `message`.
