@@ -1,0 +1,178 @@
+// Warm equals cold: a prompt resumed from the prefix cache, from each tier, gives the
+// same logits as a full recompute of the same tokens, on the hybrid, the MoE hybrid and
+// the attention-only test models.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "cache/disk_store.h"
+#include "cache/prefix_cache.h"
+#include "engine/context.h"
+#include "server/context_sequence_store.h"
+#include "testing/test_env.h"
+
+namespace hearth::server {
+namespace {
+
+using engine::Token;
+
+// Same tolerance as the engine's own tests: max |a - b| <= 1e-3 * (1 + max |a|).
+::testing::AssertionResult Close(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.empty() || a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
+  float diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(a[i]));
+  }
+  if (diff <= 1e-3f * (1 + scale)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max |diff| " << diff;
+}
+
+std::vector<Token> Tokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<Token> d(100, 50000);
+  std::vector<Token> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+std::vector<Token> Cat(std::vector<Token> a, const std::vector<Token>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadTestModel(GetParam());
+    ASSERT_NE(model_, nullptr);
+    needs_partial_ = model_->info().has_recurrent;
+  }
+
+  // A fresh context + cache ("server start"); `n_seqs` sequences, RAM budget, disk dir.
+  void Start(int n_seqs, size_t ram, const std::string& disk_dir = "") {
+    cache_.reset();
+    disk_.reset();
+    store_.reset();
+    ctx_.reset();
+    engine::ContextOptions o;
+    o.n_ctx = 2048;
+    o.n_batch = 256;
+    o.n_ubatch = 256;
+    o.n_seq_max = n_seqs + 1;  // the last one computes cold references
+    o.n_threads = 1;
+    auto c = engine::Context::Create(*model_, o);
+    ASSERT_TRUE(c.ok());
+    ctx_ = std::move(*c);
+    store_ = std::make_unique<ContextSequenceStore>(*ctx_);
+    if (!disk_dir.empty()) {
+      auto d = cache::DiskStore::Open(disk_dir, 1u << 30, "ns");
+      ASSERT_TRUE(d.ok());
+      disk_ = std::move(*d);
+    }
+    cache::CacheConfig cc;
+    cc.needs_partial = needs_partial_;
+    for (int i = 0; i < n_seqs; ++i) cc.sequences.push_back(i);
+    cc.ram_budget_bytes = ram;
+    cache_ = std::make_unique<cache::PrefixCache>(cc, *store_, disk_.get());
+    cold_seq_ = n_seqs;
+  }
+
+  // One request: resume, prefill the rest with snapshots at `marks`, decode `reply`,
+  // give the sequence back. Returns the logits after the last prompt token and the
+  // number of tokens reused.
+  std::pair<std::vector<float>, int> Turn(const std::vector<Token>& prompt, const std::vector<Token>& reply,
+                                          const std::vector<size_t>& marks) {
+    auto lease = cache_->Acquire("ns", prompt, static_cast<int32_t>(prompt.size()) - 1);
+    EXPECT_TRUE(lease.has_value());
+    const int seq = lease->seq;
+    size_t done = static_cast<size_t>(lease->report.n_reused);
+    EXPECT_EQ(ctx_->SeqLength(seq), static_cast<engine::Pos>(done));
+    for (size_t m : marks) {
+      if (m <= done || m > prompt.size()) continue;
+      EXPECT_TRUE(ctx_->Prefill(seq, std::span(prompt).subspan(done, m - done), 0, false).ok());
+      done = m;
+      cache_->SnapshotPartial("ns", seq, std::span(prompt).subspan(0, m));
+    }
+    EXPECT_TRUE(ctx_->Prefill(seq, std::span(prompt).subspan(done), 0, true).ok());
+    auto l = ctx_->Logits(ctx_->LastPrefillIndex());
+    std::vector<float> logits(l.begin(), l.end());
+    if (!reply.empty()) EXPECT_TRUE(ctx_->Prefill(seq, reply, 0, false).ok());
+    cache_->Adopt("ns", seq, Cat(prompt, reply));
+    EXPECT_EQ(cache_->CheckInvariants(), "");
+    return {logits, lease->report.n_reused};
+  }
+
+  std::vector<float> Cold(const std::vector<Token>& prompt) {
+    ctx_->ClearSeq(cold_seq_);
+    EXPECT_TRUE(ctx_->Prefill(cold_seq_, prompt, 0, true).ok());
+    auto l = ctx_->Logits(ctx_->LastPrefillIndex());
+    std::vector<float> out(l.begin(), l.end());
+    ctx_->ClearSeq(cold_seq_);
+    return out;
+  }
+
+  const engine::Model* model_ = nullptr;
+  bool needs_partial_ = true;
+  std::unique_ptr<engine::Context> ctx_;
+  std::unique_ptr<ContextSequenceStore> store_;
+  std::unique_ptr<cache::DiskStore> disk_;
+  std::unique_ptr<cache::PrefixCache> cache_;
+  int cold_seq_ = 0;
+};
+
+TEST_P(WarmEqualsColdTest, ResumeFromTheDevice) {
+  Start(3, 64u << 20);
+  const auto p1 = Tokens(120, 1), r1 = Tokens(15, 2);
+  Turn(p1, r1, {40, 80});
+  // A plain follow-up (the whole history) and a divergence at 100 (the template trap).
+  const auto p2 = Cat(Cat(p1, r1), Tokens(30, 3));
+  auto [warm, reused] = Turn(p2, {}, {});
+  EXPECT_EQ(reused, 135);
+  EXPECT_TRUE(Close(Cold(p2), warm));
+  const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 100), Tokens(25, 4));
+  auto [warm3, reused3] = Turn(p3, {}, {});
+  EXPECT_EQ(reused3, needs_partial_ ? 80 : 100);
+  EXPECT_TRUE(Close(Cold(p3), warm3));
+}
+
+TEST_P(WarmEqualsColdTest, ResumeFromRam) {
+  Start(1, 256u << 20);  // one sequence: each new conversation moves the last to RAM
+  const auto p1 = Tokens(100, 5), r1 = Tokens(10, 6);
+  Turn(p1, r1, {50});
+  Turn(Tokens(60, 7), {}, {});
+  ASSERT_GT(cache_->stats().bytes_ram, 0u);
+  const auto p2 = Cat(Cat(p1, r1), Tokens(20, 8));
+  auto [warm, reused] = Turn(p2, {}, {});
+  EXPECT_EQ(reused, 110);
+  EXPECT_EQ(cache_->stats().hits_ram, 1);
+  EXPECT_TRUE(Close(Cold(p2), warm));
+}
+
+TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
+  const std::string dir = testing::MakeTempDir() + "/disk";
+  Start(1, 1, dir);  // no RAM: states go straight to disk
+  const auto p1 = Tokens(100, 9), r1 = Tokens(10, 10);
+  Turn(p1, r1, {50});
+  Turn(Tokens(60, 11), {}, {});
+  ASSERT_GT(disk_->bytes(), 0u);
+  Start(1, 1, dir);  // restart: new context, new cache, same directory
+  const auto p2 = Cat(Cat(p1, r1), Tokens(20, 12));
+  auto [warm, reused] = Turn(p2, {}, {});
+  EXPECT_EQ(reused, 110);
+  EXPECT_EQ(cache_->stats().hits_disk, 1);
+  EXPECT_TRUE(Close(Cold(p2), warm));
+  // The partial snapshot at 50 serves a divergence after it, from disk too.
+  const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 70), Tokens(20, 13));
+  auto [warm3, reused3] = Turn(p3, {}, {});
+  EXPECT_EQ(reused3, needs_partial_ ? 50 : 70);
+  EXPECT_TRUE(Close(Cold(p3), warm3));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace hearth::server
