@@ -186,6 +186,11 @@ std::string Model::Detokenize(std::span<const Token> tokens, bool render_special
   return out;
 }
 
+bool Model::IsControl(Token token) const {
+  return IsValidToken(token) && (llama_vocab_is_control(vocab_, token) ||
+                                 (llama_vocab_get_attr(vocab_, token) & LLAMA_TOKEN_ATTR_USER_DEFINED) != 0);
+}
+
 bool Model::IsEndOfGeneration(Token token) const {
   return IsValidToken(token) && llama_vocab_is_eog(vocab_, token);
 }

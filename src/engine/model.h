@@ -87,6 +87,8 @@ class Model {
   std::string Detokenize(std::span<const Token> tokens, bool render_special) const;
 
   bool IsEndOfGeneration(Token token) const;
+  // Control tokens (<|im_start|>, <think>, ...): template structure, not text.
+  bool IsControl(Token token) const;
   bool IsValidToken(Token token) const { return token >= 0 && token < info_.n_vocab; }
 
   // For src/engine only.

@@ -201,7 +201,16 @@ void EngineLoop::ExplainDivergence(Slot& slot) {
   if (diverged <= 0 || diverged + 1 >= static_cast<int32_t>(prompt.size())) return;
   auto earlier = cache_->EarlierContinuation(slot.task.cache_namespace, prompt);
   auto span = cache::FindVolatileSpan(prompt, earlier, diverged);
-  if (!span) return;
+  if (!span || span->end_new == span->start || span->end_earlier == span->start) return;
+  // Spans holding template structure (a dropped <think> scaffold) are the template trap,
+  // which warm-ahead handles, not per-request content.
+  auto structural = [&](const std::vector<engine::Token>& t, int32_t a, int32_t b) {
+    for (int32_t i = a; i < b; ++i) {
+      if (model_.IsControl(t[static_cast<size_t>(i)])) return true;
+    }
+    return false;
+  };
+  if (structural(prompt, span->start, span->end_new) || structural(earlier, span->start, span->end_earlier)) return;
   api::CacheReport& r = slot.report;
   r.volatile_span = true;
   const auto& marks = slot.task.snapshot_positions;
@@ -391,7 +400,11 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
       stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
     }
     LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
-    if (on_finished_) on_finished_(slot.task, c);
+    if (on_finished_) {
+      // A cut-off client sends back what it received, not what was generated after.
+      auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
+      on_finished_(slot.task, delivered ? *delivered : c);
+    }
     slot.stream->PushDone(std::move(c));
   }
   Release(slot, /*keep_in_cache=*/true);

@@ -28,8 +28,22 @@ struct StreamState {
   api::Usage usage_at_start;
   bool begun = false;
   bool done = false;
+  api::Completion delivered;  // what reached the client so far
   int idle_polls = 0;
 };
+
+void AddDelivered(api::Completion& c, const api::Delta& d) {
+  c.content += d.content;
+  c.reasoning += d.reasoning;
+  for (const auto& t : d.tool_calls) {
+    if (t.index < 0) continue;
+    if (static_cast<size_t>(t.index) >= c.tool_calls.size()) c.tool_calls.resize(static_cast<size_t>(t.index) + 1);
+    auto& call = c.tool_calls[static_cast<size_t>(t.index)];
+    if (!t.id.empty()) call.id = t.id;
+    if (!t.name.empty()) call.name = t.name;
+    call.arguments += t.arguments;
+  }
+}
 
 bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
   if (st.done) {
@@ -42,10 +56,14 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
     st.begun = true;
   }
   StreamEvent ev;
+  std::optional<api::Delta> pending_delta;
   if (st.stream->Next(&ev, kPollInterval)) {
     st.idle_polls = 0;
     switch (ev.kind) {
-      case StreamEvent::Kind::kDelta: out += st.writer->Delta(ev.delta); break;
+      case StreamEvent::Kind::kDelta:
+        out += st.writer->Delta(ev.delta);
+        pending_delta = std::move(ev.delta);
+        break;
       case StreamEvent::Kind::kDone:
         out += st.writer->End(ev.completion);
         st.done = true;
@@ -59,11 +77,12 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
     out += st.writer->KeepAlive();
   }
   if (!out.empty() && !sink.write(out.data(), out.size())) {
-    st.stream->Cancel();
+    st.stream->CancelDelivered(st.delivered);
     return false;
   }
+  if (pending_delta) AddDelivered(st.delivered, *pending_delta);
   if (!sink.is_writable()) {
-    st.stream->Cancel();
+    st.stream->CancelDelivered(st.delivered);
     return false;
   }
   if (st.done) sink.done();
@@ -95,7 +114,7 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
     res.set_chunked_content_provider(
         "text/event-stream", [st](size_t, httplib::DataSink& sink) { return ProvideStream(*st, sink); },
         [st](bool success) {
-          if (!success || !st->done) st->stream->Cancel();
+          if (!success || !st->done) st->stream->CancelDelivered(st->delivered);
         });
     return;
   }

@@ -47,4 +47,18 @@ bool RequestStream::Next(StreamEvent* event, std::chrono::milliseconds timeout) 
   return true;
 }
 
+void RequestStream::CancelDelivered(api::Completion delivered) {
+  {
+    std::lock_guard<std::mutex> lock(delivered_mu_);
+    delivered_ = std::move(delivered);
+    delivered_->finish_reason = api::FinishReason::kCancelled;
+  }
+  Cancel();
+}
+
+std::optional<api::Completion> RequestStream::delivered() const {
+  std::lock_guard<std::mutex> lock(delivered_mu_);
+  return delivered_;
+}
+
 }  // namespace hearth::server

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "api/types.h"
 #include "base/status.h"
@@ -43,10 +44,15 @@ class RequestStream {
 
   // Consumer side. Waits up to `timeout` for the next event; false on timeout.
   bool Next(StreamEvent* event, std::chrono::milliseconds timeout);
-  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  void Cancel() { cancelled_.store(true, std::memory_order_release); }
+  // Cancels, recording what the client actually received: the reply it will send back
+  // in its next request, which warm-ahead prepares instead of everything generated.
+  void CancelDelivered(api::Completion delivered);
 
   // Either side.
-  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // What CancelDelivered recorded, if anything. Read after cancelled() is true.
+  std::optional<api::Completion> delivered() const;
 
  private:
   void Push(StreamEvent event);
@@ -56,6 +62,8 @@ class RequestStream {
   std::deque<StreamEvent> events_;  // guarded by mu_
   bool closed_ = false;             // guarded by mu_
   std::atomic<bool> cancelled_{false};
+  mutable std::mutex delivered_mu_;
+  std::optional<api::Completion> delivered_;  // guarded by delivered_mu_
 };
 
 }  // namespace hearth::server

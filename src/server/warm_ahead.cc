@@ -6,6 +6,9 @@ namespace hearth::server {
 namespace {
 
 constexpr size_t kMaxPendingJobs = 8;
+// A reply cut off mid-stream comes back as what the client read, which may end a few
+// tokens before what the server sent: snapshot each of the reply's last positions.
+constexpr int32_t kCutOffSnapshots = 8;
 
 // Whether this client sends reasoning back with past assistant turns: Anthropic clients
 // return thinking blocks; OpenAI clients usually drop reasoning_content, unless this
@@ -59,6 +62,25 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
     if (p < static_cast<int32_t>(common)) task.snapshot_positions.push_back(p);
   }
   task.snapshot_positions.push_back(static_cast<int32_t>(common));
+  if (reply.finish_reason == api::FinishReason::kCancelled && !reply.content.empty()) {
+    // Where the reply's content ends in token space: the renders with and without one
+    // more character part there.
+    api::Completion longer = reply;
+    longer.content += "\x01";
+    auto c = builder.Render(NextRequest(request, longer, "hearth warm-ahead placeholder one"));
+    if (std::holds_alternative<BuildResult>(c)) {
+      const auto& tc = std::get<BuildResult>(c).task.prompt;
+      int32_t end = 0;
+      while (static_cast<size_t>(end) < tc.size() && static_cast<size_t>(end) < ta.prompt.size() &&
+             tc[static_cast<size_t>(end)] == ta.prompt[static_cast<size_t>(end)]) {
+        ++end;
+      }
+      for (int32_t p = std::max<int32_t>(1, end - kCutOffSnapshots); p <= end; ++p) task.snapshot_positions.push_back(p);
+      std::sort(task.snapshot_positions.begin(), task.snapshot_positions.end());
+      task.snapshot_positions.erase(std::unique(task.snapshot_positions.begin(), task.snapshot_positions.end()),
+                                    task.snapshot_positions.end());
+    }
+  }
   task.cache_namespace = builder.CacheNamespace(request.cache_salt);
   return task;
 }

@@ -1,0 +1,202 @@
+// The failure modes of the cache issue, end to end through HTTP on the tiny hybrid model
+// with the real Qwen3.5 template: each must be impossible (or reported) by design.
+//   template trap, interrupt path, prompt instability, checkpoint poison.
+// Target on follow-up turns: prefilled <= 1.02 * new + 8, where new counts the added
+// messages and their template glue.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/chat_template.h"
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+#include "testing/test_env.h"
+
+namespace hearth::server {
+namespace {
+
+using json = nlohmann::json;
+
+class FailureModesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadTestModel("qwen35");
+    ASSERT_NE(model_, nullptr);
+    auto t = engine::ChatTemplate::Create(*model_, "");
+    ASSERT_TRUE(t.ok());
+    tmpl_ = std::move(*t);
+    EngineConfig ec;
+    ec.context.n_ctx = 8192;
+    ec.context.n_batch = 256;
+    ec.context.n_ubatch = 256;
+    ec.context.n_threads = 1;
+    ec.n_parallel = 2;
+    ec.context.n_seq_max = 4;
+    ec.cache_namespace = model_->info().fingerprint;
+    loop_ = std::make_unique<EngineLoop>(*model_, ec);
+    HttpConfig hc;
+    hc.port = 0;
+    hc.model_alias = "tiny";
+    http_ = std::make_unique<HttpServer>(hc, *model_, *tmpl_, *loop_);
+    ASSERT_TRUE(loop_->Start().ok());
+    ASSERT_TRUE(http_->Bind().ok());
+    serve_ = std::thread([this] { http_->Serve(); });
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
+    client_->set_read_timeout(120, 0);
+  }
+  void TearDown() override {
+    if (http_) http_->Stop();
+    if (serve_.joinable()) serve_.join();
+    if (loop_) loop_->Stop();
+  }
+
+  json Chat(const json& messages, bool think, int max_tokens = 24) {
+    json body = {{"messages", messages},
+                 {"max_tokens", max_tokens},
+                 {"temperature", 0},
+                 {"chat_template_kwargs", {{"enable_thinking", think}}}};
+    auto res = client_->Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+    return res ? json::parse(res->body) : json{};
+  }
+
+  // Waits until the engine is idle and warm-ahead has caught up.
+  void Settle(int64_t warm_tasks) {
+    for (int i = 0; i < 400; ++i) {
+      auto s = loop_->stats();
+      if (s.background_tasks >= warm_tasks && s.slots_busy == 0 && s.queued == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "warm-ahead did not finish";
+  }
+
+  // Tokens new in `messages` (whose first `carried` messages were in the previous
+  // request or are its reply): the added messages and their template glue.
+  int NewTokens(const json& messages, size_t carried, bool think) {
+    auto to_engine = [](const json& ms, size_t n) {
+      std::vector<engine::ChatMessage> out;
+      for (size_t i = 0; i < n; ++i) out.push_back({.role = ms[i]["role"], .content = ms[i]["content"]});
+      return out;
+    };
+    engine::RenderOptions all;
+    all.enable_thinking = think;
+    engine::RenderOptions prefix = all;
+    prefix.add_generation_prompt = false;
+    auto a = tmpl_->Render(to_engine(messages, messages.size()), all);
+    auto b = tmpl_->Render(to_engine(messages, carried), prefix);
+    EXPECT_TRUE(a.ok() && b.ok());
+    return static_cast<int>(model_->Tokenize(a->prompt, false, true).size()) -
+           static_cast<int>(model_->Tokenize(b->prompt, false, true).size());
+  }
+
+  const engine::Model* model_ = nullptr;
+  std::unique_ptr<engine::ChatTemplate> tmpl_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<httplib::Client> client_;
+  std::thread serve_;
+};
+
+// The template re-renders the previous reply differently from what was generated (no
+// think scaffold, no reasoning); warm-ahead prepares that rendering before the next turn.
+TEST_F(FailureModesTest, TemplateTrapFollowUpsPrefillOnlyNewTokens) {
+  for (bool think : {true, false}) {
+    json messages = {{{"role", "system"}, {"content", std::string(think ? "T" : "F") + " You are terse. " + std::string(400, 'x')}},
+                     {{"role", "user"}, {"content", "Explain prefix caching."}}};
+    int64_t warm = loop_->stats().background_tasks;
+    for (int turn = 0; turn < 5; ++turn) {
+      json r = Chat(messages, think);
+      const auto& usage = r["usage"];
+      const int prompt = usage["prompt_tokens"], cached = usage["prompt_tokens_details"]["cached_tokens"];
+      if (turn > 0) {
+        const int fresh = NewTokens(messages, messages.size() - 1, think);
+        EXPECT_LE(prompt - cached, 1.02 * fresh + 8) << "think=" << think << " turn " << turn << " new=" << fresh
+                                                     << " usage=" << usage.dump();
+      }
+      messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
+      messages.push_back({{"role", "user"}, {"content", "And then what happens in turn " + std::to_string(turn) + "?"}});
+      Settle(++warm);
+    }
+  }
+}
+
+// A reply cut off mid-stream is kept: the client sends back what it read.
+TEST_F(FailureModesTest, InterruptedReplyIsKept) {
+  json messages = {{{"role", "system"}, {"content", "Be helpful. " + std::string(300, 'y')}},
+                   {{"role", "user"}, {"content", "Write a long story."}}};
+  int64_t warm = loop_->stats().background_tasks;
+  for (int turn = 0; turn < 3; ++turn) {
+    json body = {{"messages", messages},
+                 {"max_tokens", 200},
+                 {"temperature", 0},
+                 {"stream", true},
+                 {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    std::string received, buffer;
+    int chunks = 0;
+    auto res = client_->Post(
+        "/v1/chat/completions", httplib::Headers{}, body.dump(), "application/json",
+        [&](const char* data, size_t n) {
+          buffer.append(data, n);
+          size_t at;
+          while ((at = buffer.find("\n\n")) != std::string::npos) {
+            std::string event = buffer.substr(0, at);
+            buffer.erase(0, at + 2);
+            if (!event.starts_with("data: ") || event == "data: [DONE]") continue;
+            json j = json::parse(event.substr(6));
+            if (j["choices"].empty()) continue;
+            const auto& d = j["choices"][0]["delta"];
+            if (d.contains("content") && d["content"].is_string()) received += d["content"].get<std::string>();
+            if (++chunks >= 12) return false;  // the user hits stop
+          }
+          return true;
+        });
+    EXPECT_GE(chunks, 12);
+    Settle(++warm);
+    messages.push_back({{"role", "assistant"}, {"content", received}});
+    messages.push_back({{"role", "user"}, {"content", "Go on, turn " + std::to_string(turn)}});
+    json r = Chat(messages, false, 8);
+    const auto& usage = r["usage"];
+    const int prefilled = usage["prompt_tokens"].get<int>() - usage["prompt_tokens_details"]["cached_tokens"].get<int>();
+    const int fresh = NewTokens(messages, messages.size() - 1, false);
+    EXPECT_LE(prefilled, 1.02 * fresh + 8) << "turn " << turn << " usage=" << usage.dump();
+    messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
+    messages.push_back({{"role", "user"}, {"content", "More."}});
+    Settle(++warm);
+  }
+  EXPECT_GE(loop_->stats().requests_cancelled, 3);
+}
+
+// Per-request content early in the prompt is found and named.
+TEST_F(FailureModesTest, VolatileSpanIsReported) {
+  auto ask = [&](const std::string& id) {
+    json messages = {{{"role", "system"}, {"content", "Request " + id + ". You are a careful assistant who explains things."}},
+                     {{"role", "user"}, {"content", "What is a radix tree and why do servers use one?"}}};
+    return Chat(messages, false, 4);
+  };
+  ask("3f2b8c1e-9d4a-4e7b-8c2f-1a2b3c4d5e6f");
+  json r = ask("0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
+  const auto& report = r["usage"]["hearth_cache"];
+  ASSERT_TRUE(report.contains("volatile_span")) << report.dump();
+  EXPECT_EQ(report["volatile_span"]["message"], 0);
+  EXPECT_NE(report["volatile_span"]["text"].get<std::string>().find("0a1b2c3d"), std::string::npos) << report.dump();
+  EXPECT_NE(report["volatile_span"]["previous_text"].get<std::string>().find("3f2b8c1e"), std::string::npos);
+  EXPECT_GE(loop_->stats().volatile_spans, 1);
+}
+
+// Checkpoint poison: no state is ever stored where no prompt can arrive. A long
+// generation adds no snapshots inside the generated text.
+TEST_F(FailureModesTest, LongGenerationsStoreNoUnreachableStates) {
+  json messages = {{{"role", "user"}, {"content", "Count to a thousand."}}};
+  Chat(messages, false, 300);
+  Settle(loop_->stats().background_tasks);
+  const json cache = json::parse(loop_->DescribeCache());
+  // One request: snapshots at its message boundaries and generation start (at most 4
+  // here), its device sequence, and what warm-ahead stored for the next turn.
+  EXPECT_LE(cache["states"].get<int>(), 8) << cache.dump();
+}
+
+}  // namespace
+}  // namespace hearth::server
