@@ -84,6 +84,21 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
   return lease;
 }
 
+bool PrefixCache::EvictIdleDevice() {
+  uint64_t victim = 0;
+  int64_t oldest = INT64_MAX;
+  for (const auto& [seq, id] : device_state_of_seq_) {
+    const State* s = tree_.FindState(id);
+    if (s && s->pins == 0 && s->last_used < oldest) {
+      oldest = s->last_used;
+      victim = id;
+    }
+  }
+  if (victim == 0) return false;
+  EvictDevice(victim);
+  return true;
+}
+
 std::optional<int32_t> PrefixCache::TakeSequence() {
   for (int32_t seq : config_.sequences) {
     if (IsFree(seq)) {

@@ -92,6 +92,10 @@ class PrefixCache {
   // Gives `seq` back empty.
   void Release(int32_t seq);
 
+  // Frees the KV cells of the least recently used idle device sequence (its full state
+  // moves to RAM first). False when no idle device sequence is left.
+  bool EvictIdleDevice();
+
   // The tokens of an earlier sequence that shares the longest prefix with `tokens` and
   // goes on past where `tokens` leaves the tree; empty when there is none. For
   // explaining divergences (see volatile_span.h).

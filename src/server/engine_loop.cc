@@ -107,7 +107,8 @@ void EngineLoop::Run() {
     DropCancelled();
     BuildBatch();
     if (batch_.empty()) continue;
-    Status s = ctx_->Decode(batch_);
+    Status s = DecodeMakingRoom();
+    if (batch_.empty()) continue;
     if (!s.ok()) {
       for (auto& slot : slots_) {
         if (slot && slot->in_batch) FailSlot(*slot, s);
@@ -116,6 +117,66 @@ void EngineLoop::Run() {
     }
     CommitStep();
   }
+}
+
+// Decodes the batch; when the KV cells run out, frees idle cached sequences, then
+// requeues prefilling requests (their progress kept in the cache, to resume when room
+// returns), retrying after each step. Only a batch of decode tokens alone can still fail.
+Status EngineLoop::DecodeMakingRoom() {
+  Status s = ctx_->Decode(batch_);
+  while (s.code() == StatusCode::kResourceExhausted) {
+    // The failed decode left the memory as it was: prefill progress is what the
+    // sequences hold.
+    for (auto& slot : slots_) {
+      if (slot && slot->in_batch && !slot->pending) slot->n_prompt_done = static_cast<size_t>(ctx_->SeqLength(slot->seq));
+    }
+    if (!cache_->EvictIdleDevice() && !RequeueYoungestPrefill() && !FailYoungestGenerating()) break;
+    BuildBatch();
+    if (batch_.empty()) return Status::Ok();
+    s = ctx_->Decode(batch_);
+  }
+  return s;
+}
+
+// Puts the most recently admitted prefilling request back at the front of the queue,
+// its sequence (with what it prefilled) given to the cache. False when none prefills.
+bool EngineLoop::RequeueYoungestPrefill() {
+  Slot* youngest = nullptr;
+  for (auto& slot : slots_) {
+    if (slot && slot->prefilling() && !slot->task.background &&
+        (!youngest || slot->t_admitted > youngest->t_admitted)) {
+      youngest = slot.get();
+    }
+  }
+  if (youngest == nullptr) return false;
+  Queued q{std::move(youngest->task), youngest->stream};
+  const engine::SeqId seq = youngest->seq;
+  const auto done = static_cast<size_t>(ctx_->SeqLength(seq));
+  cache_->Adopt(q.task.cache_namespace, seq, std::span(q.task.prompt).subspan(0, done));
+  for (auto& s : slots_) {
+    if (s.get() == youngest) s.reset();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_front(std::move(q));
+  stats_.slots_busy--;
+  stats_.queued = static_cast<int>(queue_.size());
+  return true;
+}
+
+// Last resort when generating requests together outgrow the KV cells: the youngest one
+// ends with an error naming the limit, so the others can go on.
+bool EngineLoop::FailYoungestGenerating() {
+  Slot* youngest = nullptr;
+  int n_generating = 0;
+  for (auto& slot : slots_) {
+    if (!slot || !slot->pending) continue;
+    ++n_generating;
+    if (!youngest || slot->t_admitted > youngest->t_admitted) youngest = slot.get();
+  }
+  if (youngest == nullptr || n_generating < 2) return false;
+  FailSlot(*youngest, ResourceExhausted("the requests running together outgrew the KV cache (--ctx-size " +
+                                        std::to_string(config_.context.n_ctx) + "); retry this one"));
+  return true;
 }
 
 bool EngineLoop::WaitForWork() {

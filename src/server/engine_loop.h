@@ -105,6 +105,9 @@ class EngineLoop {
   void DropCancelled();
   void TakeSnapshots(Slot& slot);
   void BuildBatch();
+  Status DecodeMakingRoom();
+  bool RequeueYoungestPrefill();
+  bool FailYoungestGenerating();
   void CommitStep();
   void EmitToken(Slot& slot, engine::Token token);
   void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");

@@ -1,0 +1,531 @@
+#include "server/engine_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "server/request_builder.h"
+#include "testing/test_env.h"
+
+namespace hearth::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Only a guard against a hung engine; no assertion depends on how long anything takes.
+constexpr milliseconds kHangGuard{120000};
+
+// Everything one request's stream delivered.
+struct Outcome {
+  std::vector<StreamEvent> deltas;
+  int n_terminal = 0;  // kDone + kError events seen
+  bool done = false;
+  api::Completion completion;  // when done
+  Status error;                // when it ended with kError
+  uint64_t terminal_order = 0;
+
+  std::string Text() const {
+    std::string t;
+    for (const auto& d : deltas) t += d.delta.content;
+    return t;
+  }
+  std::string Reasoning() const {
+    std::string t;
+    for (const auto& d : deltas) t += d.delta.reasoning;
+    return t;
+  }
+  uint64_t FirstOrder() const { return deltas.empty() ? terminal_order : deltas.front().order; }
+};
+
+// Reads `stream` until its kDone or kError event.
+Outcome Drain(RequestStream& stream) {
+  Outcome out;
+  StreamEvent ev;
+  while (out.n_terminal == 0) {
+    if (!stream.Next(&ev, kHangGuard)) {
+      ADD_FAILURE() << "no event from the engine";
+      return out;
+    }
+    switch (ev.kind) {
+      case StreamEvent::Kind::kDelta:
+        out.deltas.push_back(std::move(ev));
+        break;
+      case StreamEvent::Kind::kDone:
+        out.n_terminal++;
+        out.done = true;
+        out.completion = std::move(ev.completion);
+        out.terminal_order = ev.order;
+        break;
+      case StreamEvent::Kind::kError:
+        out.n_terminal++;
+        out.error = ev.error;
+        out.terminal_order = ev.order;
+        break;
+    }
+  }
+  return out;
+}
+
+// Waits for the first delta of `stream`; false if the request ended first.
+bool WaitForFirstDelta(RequestStream& stream, Outcome* out) {
+  StreamEvent ev;
+  if (!stream.Next(&ev, kHangGuard)) return false;
+  if (ev.kind != StreamEvent::Kind::kDelta) return false;
+  out->deltas.push_back(std::move(ev));
+  return true;
+}
+
+void AppendRest(RequestStream& stream, Outcome* out) {
+  Outcome rest = Drain(stream);
+  for (auto& d : rest.deltas) out->deltas.push_back(std::move(d));
+  out->n_terminal = rest.n_terminal;
+  out->done = rest.done;
+  out->completion = std::move(rest.completion);
+  out->error = rest.error;
+  out->terminal_order = rest.terminal_order;
+}
+
+class EngineLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadTestModel("qwen35");
+    ASSERT_NE(model_, nullptr);
+  }
+
+  static EngineConfig Config(int n_seq, int n_batch = 64, int max_queued = 16) {
+    EngineConfig c;
+    c.context.n_ctx = 1024;
+    c.context.n_batch = n_batch;
+    c.context.n_ubatch = n_batch;
+    c.n_parallel = n_seq;
+    c.context.n_seq_max = n_seq + 2;  // room for sequences the prefix cache keeps
+    c.context.n_threads = 2;
+    c.max_queued = max_queued;
+    return c;
+  }
+
+  // A greedy raw-text task.
+  GenerationTask Task(const std::string& text, int max_tokens) const {
+    GenerationTask t;
+    t.prompt = model_->Tokenize(text, /*add_bos=*/true, /*parse_special=*/false);
+    t.sampling.temperature = 0.0f;
+    t.max_tokens = max_tokens;
+    return t;
+  }
+
+  std::shared_ptr<RequestStream> Submit(EngineLoop& loop, GenerationTask task) {
+    auto s = loop.Submit(std::move(task));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : nullptr;
+  }
+
+  // Runs `task` alone on a fresh loop and returns its outcome.
+  Outcome RunAlone(const GenerationTask& task, int n_batch = 64) {
+    EngineLoop loop(*model_, Config(1, n_batch));
+    EXPECT_TRUE(loop.Start().ok());
+    auto s = Submit(loop, task);
+    if (!s) return {};
+    return Drain(*s);
+  }
+
+  const engine::Model* model_ = nullptr;
+};
+
+void ExpectSaneUsage(const Outcome& o, const GenerationTask& task) {
+  ASSERT_TRUE(o.done) << o.error.ToString();
+  const api::Usage& u = o.completion.usage;
+  EXPECT_EQ(u.prompt_tokens, static_cast<int>(task.prompt.size()));
+  EXPECT_GE(u.cached_tokens, 0);
+  EXPECT_LE(u.cached_tokens, u.prompt_tokens);
+  EXPECT_GE(u.completion_tokens, 0);
+  EXPECT_LE(u.completion_tokens, task.max_tokens);
+  if (o.completion.finish_reason == api::FinishReason::kLength) {
+    EXPECT_EQ(u.completion_tokens, task.max_tokens);
+  }
+  // The stream and the final completion tell the same text.
+  EXPECT_EQ(o.Text(), o.completion.content);
+}
+
+const char* const kPrompts[] = {
+    "The quick brown fox jumps over the lazy dog.",
+    "In a hole in the ground there lived a hobbit.",
+    "It was the best of times, it was the worst of times.",
+    "Call me Ishmael. Some years ago, never mind how long precisely,",
+    "All happy families are alike; each unhappy family is unhappy in its own way.",
+    "Happy families are all alike, said nobody in particular.",
+};
+
+TEST_F(EngineLoopTest, ConcurrentTasksEachGetExactlyOneDone) {
+  // Six tasks on four slots: two wait in the queue for a free slot.
+  EngineLoop loop(*model_, Config(4));
+  ASSERT_TRUE(loop.Start().ok());
+  std::vector<GenerationTask> tasks;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    tasks.push_back(Task(kPrompts[i], 6 + i));
+    streams.push_back(Submit(loop, tasks.back()));
+    ASSERT_NE(streams.back(), nullptr);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    SCOPED_TRACE(i);
+    Outcome o = Drain(*streams[i]);
+    EXPECT_EQ(o.n_terminal, 1);
+    ExpectSaneUsage(o, tasks[i]);
+  }
+  loop.Stop();
+  // Nothing follows the terminal event, not even after the loop has stopped.
+  for (auto& s : streams) {
+    StreamEvent ev;
+    EXPECT_FALSE(s->Next(&ev, milliseconds(0)));
+  }
+  EngineStats st = loop.stats();
+  EXPECT_EQ(st.requests_finished, 6);
+  EXPECT_EQ(st.requests_failed, 0);
+  EXPECT_EQ(st.requests_cancelled, 0);
+  EXPECT_EQ(st.slots_busy, 0);
+  EXPECT_EQ(st.queued, 0);
+  int64_t prompt = 0;
+  for (const auto& t : tasks) prompt += static_cast<int64_t>(t.prompt.size());
+  EXPECT_EQ(st.prompt_tokens, prompt);
+  EXPECT_GT(st.decode_calls, 0);
+}
+
+// How many greedy steps from `prompt` have a clear winner: top two logits more than
+// kClearGap apart. Decoding in another batch sums in another order and moves logits by up
+// to about 1e-3 relative (see engine/context_test.cc), which can flip a near-tie; a
+// batching bug (wrong position, wrong logits row, state shared between sequences) flips
+// clear winners too.
+constexpr float kClearGap = 0.03f;
+
+int ClearGreedySteps(const engine::Model& model, const std::vector<engine::Token>& prompt, int max_steps) {
+  engine::ContextOptions o;
+  o.n_ctx = 1024;
+  o.n_batch = 64;
+  o.n_ubatch = 64;
+  o.n_seq_max = 1;
+  o.n_threads = 2;
+  auto ctx = engine::Context::Create(model, o);
+  if (!ctx.ok() || !(*ctx)->Prefill(0, prompt, 0, true).ok()) return 0;
+  int index = (*ctx)->LastPrefillIndex();
+  for (int step = 0; step < max_steps; ++step) {
+    auto logits = (*ctx)->Logits(index);
+    std::vector<float> v(logits.begin(), logits.end());
+    if (v.size() < 2) return step;
+    auto best = std::max_element(v.begin(), v.end());
+    const auto token = static_cast<engine::Token>(best - v.begin());
+    const float top = *best;
+    *best = -1e30f;
+    if (top - *std::max_element(v.begin(), v.end()) <= kClearGap) return step;
+    if (model.IsEndOfGeneration(token)) return step + 1;
+    engine::Batch b;
+    index = b.Add(token, (*ctx)->SeqLength(0), 0, true);
+    if (!(*ctx)->Decode(b).ok()) return step;
+  }
+  return max_steps;
+}
+
+// Continuous batching must not change results: a greedy task says the same thing alone
+// as it does decoded together with others, whether they start with it or join later.
+// Each task generates only as far as its greedy choices are numerically clear.
+TEST_F(EngineLoopTest, GreedyOutputIsTheSameAloneOrBatched) {
+  constexpr int kN = 4;
+  std::vector<GenerationTask> tasks;
+  std::vector<std::string> alone;
+  int n_compared = 0;
+  for (int i = 0; i < kN; ++i) {
+    tasks.push_back(Task(kPrompts[i], 16));
+    tasks.back().max_tokens = std::max(1, ClearGreedySteps(*model_, tasks.back().prompt, 16));
+    n_compared += tasks.back().max_tokens;
+    Outcome o = RunAlone(tasks.back());
+    ASSERT_TRUE(o.done) << o.error.ToString();
+    alone.push_back(o.completion.content);
+  }
+  // Enough tokens to mean something.
+  ASSERT_GE(n_compared, 4 * kN);
+
+  {  // All start together.
+    EngineLoop loop(*model_, Config(kN));
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& t : tasks) streams.push_back(Submit(loop, t));
+    ASSERT_TRUE(loop.Start().ok());
+    for (int i = 0; i < kN; ++i) {
+      Outcome o = Drain(*streams[static_cast<size_t>(i)]);
+      ASSERT_TRUE(o.done) << o.error.ToString();
+      EXPECT_EQ(o.completion.content, alone[static_cast<size_t>(i)]) << "task " << i << " started together";
+    }
+  }
+  {  // The others join while the first is decoding, and share its batches.
+    EngineLoop loop(*model_, Config(kN));
+    ASSERT_TRUE(loop.Start().ok());
+    GenerationTask first_task = tasks[0];
+    first_task.max_tokens = 16;  // still going when the others join
+    auto first = Submit(loop, first_task);
+    Outcome o0;
+    ASSERT_TRUE(WaitForFirstDelta(*first, &o0));
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 1; i < kN; ++i) streams.push_back(Submit(loop, tasks[static_cast<size_t>(i)]));
+    AppendRest(*first, &o0);
+    ASSERT_TRUE(o0.done) << o0.error.ToString();
+    // It runs past its clear steps here, so only they are compared; a character the
+    // shorter run cut in half was flushed as U+FFFD.
+    std::string clear_part = alone[0];
+    while (clear_part.ends_with("\xEF\xBF\xBD")) clear_part.resize(clear_part.size() - 3);
+    EXPECT_TRUE(o0.completion.content.starts_with(clear_part)) << "task 0 joined by others";
+    for (int i = 1; i < kN; ++i) {
+      Outcome o = Drain(*streams[static_cast<size_t>(i - 1)]);
+      ASSERT_TRUE(o.done) << o.error.ToString();
+      EXPECT_EQ(o.completion.content, alone[static_cast<size_t>(i)]) << "task " << i << " joined late";
+    }
+  }
+}
+
+TEST_F(EngineLoopTest, CancelMidGenerationFinishesWithinAStep) {
+  EngineLoop loop(*model_, Config(2));
+  ASSERT_TRUE(loop.Start().ok());
+  GenerationTask task = Task(kPrompts[0], 900);
+  auto s = Submit(loop, task);
+  Outcome o;
+  ASSERT_TRUE(WaitForFirstDelta(*s, &o));
+  s->Cancel();
+  const int64_t steps_at_cancel = loop.stats().decode_calls;
+  AppendRest(*s, &o);
+  ASSERT_TRUE(o.done) << o.error.ToString();
+  EXPECT_EQ(o.completion.finish_reason, api::FinishReason::kCancelled);
+  EXPECT_LT(o.completion.usage.completion_tokens, task.max_tokens);
+  EXPECT_EQ(o.Text(), o.completion.content);
+  // The step running when Cancel came may finish, and one more may start before the flag
+  // is seen; then the engine stops decoding it.
+  EXPECT_LE(loop.stats().decode_calls - steps_at_cancel, 2);
+  EXPECT_EQ(loop.stats().requests_cancelled, 1);
+
+  // The slot is free again for the next request.
+  GenerationTask next = Task(kPrompts[1], 3);
+  auto s2 = Submit(loop, next);
+  Outcome o2 = Drain(*s2);
+  ExpectSaneUsage(o2, next);
+}
+
+TEST_F(EngineLoopTest, CancelWhileQueuedFinishesCancelled) {
+  EngineLoop loop(*model_, Config(1));
+  // Not started: both wait in the queue.
+  auto a = Submit(loop, Task(kPrompts[0], 4));
+  auto b = Submit(loop, Task(kPrompts[1], 4));
+  b->Cancel();
+  ASSERT_TRUE(loop.Start().ok());
+  Outcome oa = Drain(*a);
+  Outcome ob = Drain(*b);
+  ASSERT_TRUE(oa.done);
+  ASSERT_TRUE(ob.done) << ob.error.ToString();
+  EXPECT_EQ(ob.completion.finish_reason, api::FinishReason::kCancelled);
+  EXPECT_EQ(ob.completion.usage.completion_tokens, 0);
+}
+
+TEST_F(EngineLoopTest, FullQueueIsResourceExhausted) {
+  EngineLoop loop(*model_, Config(1, 64, /*max_queued=*/2));
+  // Before Start nothing drains the queue, so it fills deterministically.
+  auto a = Submit(loop, Task(kPrompts[0], 2));
+  auto b = Submit(loop, Task(kPrompts[1], 2));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(loop.stats().queued, 2);
+  auto c = loop.Submit(Task(kPrompts[2], 2));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+
+  // Once running, the queued ones are served.
+  ASSERT_TRUE(loop.Start().ok());
+  EXPECT_TRUE(Drain(*a).done);
+  EXPECT_TRUE(Drain(*b).done);
+  EXPECT_EQ(loop.stats().queued, 0);
+}
+
+TEST_F(EngineLoopTest, SubmitAfterStopIsUnavailable) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Start().ok());
+  loop.Stop();
+  auto s = loop.Submit(Task(kPrompts[0], 2));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(EngineLoopTest, StopFailsRequestsInFlightAndQueued) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Start().ok());
+  auto running = Submit(loop, Task(kPrompts[0], 900));
+  Outcome o;
+  ASSERT_TRUE(WaitForFirstDelta(*running, &o));
+  auto queued = Submit(loop, Task(kPrompts[1], 4));
+  loop.Stop();
+  AppendRest(*running, &o);
+  Outcome q = Drain(*queued);
+  EXPECT_EQ(o.n_terminal, 1);
+  EXPECT_EQ(q.n_terminal, 1);
+  // The running one may have finished just before Stop; the queued one cannot have run.
+  if (!o.done) {
+    EXPECT_EQ(o.error.code(), StatusCode::kUnavailable);
+  }
+  EXPECT_FALSE(q.done);
+  EXPECT_EQ(q.error.code(), StatusCode::kUnavailable);
+}
+
+// A long prompt is prefilled in chunks over several steps, and a stream that is already
+// generating keeps getting tokens in those same steps.
+TEST_F(EngineLoopTest, LongPrefillInterleavesWithDecoding) {
+  constexpr int kBatch = 32;
+  EngineLoop loop(*model_, Config(2, kBatch));
+  GenerationTask short_task = Task("Hello there, my friend.", 12);
+  std::string long_text;
+  for (int i = 0; i < 80; ++i) long_text += "line " + std::to_string(i) + " of the long prompt. ";
+  GenerationTask long_task = Task(long_text, 2);
+  // More chunks than the short task has tokens to generate.
+  ASSERT_GT(static_cast<int>(long_task.prompt.size()), (short_task.max_tokens + 2) * kBatch);
+  // Queued before Start, so both are admitted in the same step: the short one in slot 0.
+  auto s_short = Submit(loop, short_task);
+  auto s_long = Submit(loop, long_task);
+  ASSERT_TRUE(loop.Start().ok());
+  Outcome a = Drain(*s_short);
+  Outcome b = Drain(*s_long);
+  ASSERT_TRUE(a.done) << a.error.ToString();
+  ASSERT_TRUE(b.done) << b.error.ToString();
+  EXPECT_EQ(a.completion.finish_reason, api::FinishReason::kLength);
+  EXPECT_EQ(a.completion.usage.completion_tokens, short_task.max_tokens);
+  ASSERT_FALSE(a.deltas.empty());
+  // The short stream produced all its tokens, and finished, before the long prompt's
+  // first token: its decoding ran in the steps that prefilled the long prompt.
+  EXPECT_LT(a.terminal_order, b.FirstOrder());
+  EXPECT_LT(a.deltas.back().order, b.FirstOrder());
+}
+
+TEST_F(EngineLoopTest, MaxTokensFinishesWithLength) {
+  GenerationTask task = Task(kPrompts[2], 5);
+  Outcome o = RunAlone(task);
+  ExpectSaneUsage(o, task);
+  EXPECT_EQ(o.completion.finish_reason, api::FinishReason::kLength);
+  EXPECT_EQ(o.completion.usage.completion_tokens, 5);
+}
+
+// A substring of `text` starting and ending on UTF-8 character boundaries, from about a
+// third of the way in.
+std::string MiddlePiece(const std::string& text, size_t len) {
+  auto is_boundary = [&](size_t i) {
+    return i >= text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+  };
+  size_t begin = text.size() / 3;
+  while (begin < text.size() && !is_boundary(begin)) ++begin;
+  size_t end = std::min(text.size(), begin + len);
+  while (end < text.size() && !is_boundary(end)) ++end;
+  return text.substr(begin, end - begin);
+}
+
+TEST_F(EngineLoopTest, StopStringEndsTheTextBeforeIt) {
+  GenerationTask task = Task(kPrompts[3], 24);
+  Outcome free_run = RunAlone(task);
+  ASSERT_TRUE(free_run.done);
+  const std::string text = free_run.completion.content;
+  ASSERT_GE(text.size(), 6u) << "the model said too little to pick a stop string from";
+  const std::string stop = MiddlePiece(text, 3);
+  ASSERT_FALSE(stop.empty());
+  const size_t at = text.find(stop);
+
+  task.stop = {"never-appears-in-output-xyz", stop};
+  Outcome o = RunAlone(task);
+  ASSERT_TRUE(o.done) << o.error.ToString();
+  EXPECT_EQ(o.completion.finish_reason, api::FinishReason::kStopSequence);
+  EXPECT_EQ(o.completion.stop_sequence, stop);
+  EXPECT_EQ(o.completion.content, text.substr(0, at));
+  // Nothing of the stop string leaked into the stream.
+  EXPECT_EQ(o.Text(), text.substr(0, at));
+}
+
+TEST_F(EngineLoopTest, PromptThatDoesNotFitIsAnError) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Start().ok());
+  GenerationTask too_long = Task("x", 4);
+  too_long.prompt.assign(1024, too_long.prompt.back());
+  GenerationTask empty = Task("x", 4);
+  empty.prompt.clear();
+  for (auto* t : {&too_long, &empty}) {
+    auto s = Submit(loop, *t);
+    Outcome o = Drain(*s);
+    EXPECT_FALSE(o.done);
+    EXPECT_EQ(o.error.code(), StatusCode::kOutOfRange);
+  }
+  // The loop is still serving.
+  GenerationTask ok = Task(kPrompts[0], 2);
+  Outcome o = Drain(*Submit(loop, ok));
+  ExpectSaneUsage(o, ok);
+}
+
+// A prompt of about n_words * 4 tokens, different for each `tag`.
+std::string LongText(const std::string& tag, int n_words) {
+  std::string t;
+  for (int i = 0; i < n_words; ++i) t += tag + std::to_string(i) + " ";
+  return t;
+}
+
+// Finished requests keep their KV cells for the prefix cache; a new prompt that needs the
+// room gets it (idle cached sequences move to RAM).
+TEST_F(EngineLoopTest, SequentialLongPromptsFindKvRoom) {
+  EngineLoop loop(*model_, Config(2));
+  ASSERT_TRUE(loop.Start().ok());
+  for (const char* tag : {"a", "b", "c"}) {
+    GenerationTask t = Task(LongText(tag, 150), 4);  // ~600 of 1024 cells each
+    ASSERT_LT(static_cast<int>(t.prompt.size()) + t.max_tokens, 1024);
+    Outcome o = Drain(*Submit(loop, t));
+    EXPECT_TRUE(o.done) << tag << ": " << o.error.ToString();
+  }
+}
+
+// All sequences share n_ctx KV cells. Two generating requests that fit alone but not
+// together: idle cached sequences are evicted first; when that is not enough, the younger
+// request ends with a RESOURCE_EXHAUSTED error naming the limit and the older one
+// finishes. (Pausing and resuming the younger one is not implemented.)
+TEST_F(EngineLoopTest, RequestsThatFitAloneButNotTogetherOneFinishes) {
+  EngineLoop loop(*model_, Config(2));
+  GenerationTask a = Task(LongText("a", 110), 300);
+  GenerationTask b = Task(LongText("b", 110), 300);
+  ASSERT_LT(static_cast<int>(a.prompt.size()) + a.max_tokens, 1024);
+  ASSERT_GT(static_cast<int>(a.prompt.size() + b.prompt.size()) + a.max_tokens + b.max_tokens, 1024);
+  auto sa = Submit(loop, a);
+  auto sb = Submit(loop, b);
+  ASSERT_TRUE(loop.Start().ok());
+  Outcome oa = Drain(*sa);
+  Outcome ob = Drain(*sb);
+  EXPECT_TRUE(oa.done || ob.done) << oa.error.ToString() << " / " << ob.error.ToString();
+  for (const Outcome* o : {&oa, &ob}) {
+    if (o->done) continue;
+    EXPECT_EQ(o->error.code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(o->error.message().find("--ctx-size"), std::string::npos) << o->error.message();
+  }
+}
+
+// Chat tasks go through the output parser: the streamed pieces add up to the final
+// completion, field by field.
+TEST_F(EngineLoopTest, ChatTaskDeltasAddUpToTheCompletion) {
+  auto tmpl = engine::ChatTemplate::Create(*model_, "");
+  ASSERT_TRUE(tmpl.ok());
+  RequestBuilder builder(*model_, **tmpl, 1024, "test");
+  api::GenerationRequest req;
+  req.messages.push_back({.role = "user", .content = "Tell me a story."});
+  req.max_tokens = 24;
+  req.sampling.temperature = 0.0f;
+  auto built = builder.Build(req);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+  GenerationTask task = std::get<BuildResult>(built).task;
+  ASSERT_TRUE(task.output_format.has_value());
+  Outcome o = RunAlone(task);
+  ASSERT_TRUE(o.done) << o.error.ToString();
+  EXPECT_EQ(o.Text(), o.completion.content);
+  EXPECT_EQ(o.Reasoning(), o.completion.reasoning);
+  EXPECT_EQ(o.completion.usage.prompt_tokens, static_cast<int>(task.prompt.size()));
+  EXPECT_LE(o.completion.usage.completion_tokens, 24);
+}
+
+}  // namespace
+}  // namespace hearth::server

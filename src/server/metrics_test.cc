@@ -1,0 +1,108 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+
+namespace hearth::server {
+namespace {
+
+// name -> value for every sample line; also checks each sample has HELP and TYPE lines.
+std::map<std::string, std::string> Samples(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::map<std::string, int> described;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) {
+      std::string rest = line.substr(7);
+      described[rest.substr(0, rest.find(' '))]++;
+      continue;
+    }
+    EXPECT_NE(line[0], '#') << line;
+    const size_t sp = line.find(' ');
+    EXPECT_NE(sp, std::string::npos) << line;
+    const std::string name = line.substr(0, sp);
+    const std::string family = name.substr(0, name.find('{'));  // labels share their family's HELP/TYPE
+    EXPECT_EQ(described[family], 2) << name << " lacks HELP or TYPE";
+    EXPECT_EQ(out.count(name), 0u) << name << " appears twice";
+    out[name] = line.substr(sp + 1);
+  }
+  return out;
+}
+
+TEST(MetricsTest, EveryStatIsExposedWithItsValue) {
+  EngineStats s;
+  s.requests_finished = 11;
+  s.requests_cancelled = 3;
+  s.requests_failed = 2;
+  s.prompt_tokens = 1000;
+  s.prompt_tokens_cached = 600;
+  s.prompt_tokens_prefilled = 400;
+  s.generated_tokens = 77;
+  s.decode_calls = 55;
+  s.slots_busy = 4;
+  s.queued = 9;
+  const std::string text = FormatPrometheus(s);
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  auto m = Samples(text);
+  EXPECT_EQ(m["hearth_requests_finished_total"], "11");
+  EXPECT_EQ(m["hearth_requests_cancelled_total"], "3");
+  EXPECT_EQ(m["hearth_requests_failed_total"], "2");
+  EXPECT_EQ(m["hearth_prompt_tokens_total"], "1000");
+  EXPECT_EQ(m["hearth_prompt_tokens_cached_total"], "600");
+  EXPECT_EQ(m["hearth_prompt_tokens_prefilled_total"], "400");
+  EXPECT_EQ(m["hearth_generated_tokens_total"], "77");
+  EXPECT_EQ(m["hearth_decode_calls_total"], "55");
+  EXPECT_EQ(m["hearth_slots_busy"], "4");
+  EXPECT_EQ(m["hearth_requests_queued"], "9");
+}
+
+TEST(MetricsTest, CacheCountersCarryTheirTier) {
+  EngineStats s;
+  s.cache.hits_device = 5;
+  s.cache.hits_ram = 2;
+  s.cache.hits_disk = 1;
+  s.cache.bytes_ram = 4096;
+  s.cache.snapshots_quarantined = 3;
+  auto m = Samples(FormatPrometheus(s));
+  EXPECT_EQ(m["hearth_cache_hits_total{tier=\"device\"}"], "5");
+  EXPECT_EQ(m["hearth_cache_hits_total{tier=\"ram\"}"], "2");
+  EXPECT_EQ(m["hearth_cache_hits_total{tier=\"disk\"}"], "1");
+  EXPECT_EQ(m["hearth_cache_bytes{tier=\"ram\"}"], "4096");
+  EXPECT_EQ(m["hearth_cache_snapshots_quarantined_total"], "3");
+}
+
+TEST(MetricsTest, CountersEndInTotalAndGaugesDoNot) {
+  const std::string text = FormatPrometheus({});
+  std::istringstream in(text);
+  std::string line;
+  int n_types = 0;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("# TYPE ")) continue;
+    ++n_types;
+    std::istringstream words(line.substr(7));
+    std::string name, type;
+    words >> name >> type;
+    EXPECT_TRUE(name.starts_with("hearth_")) << name;
+    if (type == "counter") {
+      EXPECT_TRUE(name.ends_with("_total")) << name;
+    } else {
+      EXPECT_EQ(type, "gauge") << name;
+      EXPECT_FALSE(name.ends_with("_total")) << name;
+    }
+  }
+  EXPECT_GE(n_types, 20);
+  for (const char* family : {"hearth_cache_hits_total", "hearth_cache_bytes", "hearth_cache_misses_total",
+                             "hearth_cache_snapshots_quarantined_total", "hearth_volatile_spans_total",
+                             "hearth_warm_ahead_tasks_total"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
+  }
+}
+
+}  // namespace
+}  // namespace hearth::server
