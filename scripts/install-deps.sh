@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hearth builds against, when any is missing.
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config git npm libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev)
+pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev
+      gnuplot-nox)  # gnuplot: `hearth bench` plots
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Tools: any install will do (Node.js and npm often come from elsewhere than Debian).
+for tool in cmake:cmake g++:g++ make:make pkg-config:pkg-config git:git npm:npm; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool##*:}")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 if [[ $(id -u) -ne 0 ]]; then

@@ -18,6 +18,8 @@
 //
 // Request mapping worth knowing:
 //   - `system` (string or text blocks) becomes one leading "system" message.
+//   - A message with role "system" (a mid-conversation system turn, which Claude Code
+//     sends) becomes a "system" message in its place; its blocks must be text.
 //   - A user message's blocks are split in order: each tool_result becomes its own
 //     "tool" message, and each run of text blocks between them one "user" message, so
 //     [tool_result A, tool_result B, text] gives tool(A), tool(B), user(text).

@@ -151,9 +151,9 @@ MaybeError ReadMessages(const Json& body, std::vector<Message>* out) {
     if (!m.is_object()) return FieldError(path, "must be an object");
     std::string role;
     if (auto e = ReadRequiredString(m, "role", path, &role)) return e;
-    if (role != "user" && role != "assistant") {
+    if (role != "user" && role != "assistant" && role != "system") {
       return FieldError(FieldPath(path, "role"),
-                        "must be \"user\" or \"assistant\" (got " + Quoted(role) + ")");
+                        "must be \"user\", \"assistant\" or \"system\" (got " + Quoted(role) + ")");
     }
     const std::string content_path = FieldPath(path, "content");
     const Json* content = FindField(m, "content");
@@ -164,6 +164,12 @@ MaybeError ReadMessages(const Json& body, std::vector<Message>* out) {
     }
     if (!content->is_array()) {
       return FieldError(content_path, "must be a string or an array of content blocks");
+    }
+    if (role == "system") {
+      Message msg = MakeMessage("system");
+      if (auto e = ReadTextContent(*content, content_path, &msg.content)) return e;
+      out->push_back(std::move(msg));
+      continue;
     }
     if (role == "user") {
       if (auto e = ReadUserBlocks(*content, content_path, names, out)) return e;

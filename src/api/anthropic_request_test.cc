@@ -166,6 +166,22 @@ TEST(AnthropicRequestTest, PlainStringsAndEmptyTurns) {
   ASSERT_EQ(no_system.messages.size(), 1u) << "an empty system adds no message";
 }
 
+// Claude Code sends mid-conversation system turns as messages with role "system".
+TEST(AnthropicRequestTest, SystemTurnsInMessagesKeepTheirPlace) {
+  GenerationRequest req = ParseOk(R"({"model":"m","max_tokens":1,"system":"top",
+    "messages":[{"role":"user","content":[{"type":"text","text":"say hi"}]},
+                {"role":"system","content":[{"type":"text","text":"# Environment",
+                                             "cache_control":{"type":"ephemeral"}},
+                                            {"type":"text","text":"cwd: /w"}]},
+                {"role":"assistant","content":"hi"},
+                {"role":"system","content":"later"}]})");
+  std::vector<std::string> roles;
+  for (const Message& m : req.messages) roles.push_back(m.role);
+  EXPECT_EQ(roles, (std::vector<std::string>{"system", "user", "system", "assistant", "system"}));
+  EXPECT_EQ(req.messages[2].content, "# Environment\ncwd: /w");
+  EXPECT_EQ(req.messages[4].content, "later");
+}
+
 TEST(AnthropicRequestTest, ToolChoiceAndThinkingForms) {
   auto parse = [](std::string_view extra) {
     std::string body = R"({"max_tokens":5,"messages":[{"role":"user","content":"x"}],
@@ -231,8 +247,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{"{\"max_tokens\":1,", "", "not valid JSON: parse error at line 1"},
         BadRequest{"\"hi\"", "", "must be a JSON object, not string"},
         BadRequest{OK_START R"("messages":[]})", "messages", "must not be empty"},
-        BadRequest{OK_START R"("messages":[{"role":"system","content":"x"}]})",
-                   "messages[0].role", "must be \"user\" or \"assistant\""},
+        BadRequest{OK_START R"("messages":[{"role":"developer","content":"x"}]})",
+                   "messages[0].role", "must be \"user\", \"assistant\" or \"system\""},
+        BadRequest{OK_START R"("messages":[{"role":"system","content":[{"type":"image"}]}]})",
+                   "messages[0].content[0]", "accepts text only"},
         BadRequest{OK_START R"("messages":[{"role":"user","content":3}]})", "messages[0].content",
                    "must be a string or an array of content blocks"},
         BadRequest{OK_START R"("messages":[{"role":"user","content":[{"type":"text","text":"see"},

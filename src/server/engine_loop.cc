@@ -302,8 +302,8 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
       stats_.queued = static_cast<int>(queue_.size());
     }
     const int n_prompt = static_cast<int>(q.task.prompt.size());
-    if (n_prompt > 1 && n_prompt < config_.context.n_ctx) return q;
-    q.stream->PushError(OutOfRange("the prompt has " + std::to_string(n_prompt) + " tokens; it must be between 2 and " +
+    if (n_prompt > 0 && n_prompt < config_.context.n_ctx) return q;
+    q.stream->PushError(OutOfRange("the prompt has " + std::to_string(n_prompt) + " tokens; it must be between 1 and " +
                                    std::to_string(config_.context.n_ctx - 1)));
   }
 }

@@ -152,17 +152,19 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
   if (n_prompt >= n_ctx_) {
     return BadRequest("the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
                           std::to_string(n_ctx_) + "; shorten the conversation or start the server with a larger --ctx-size",
-                      "messages");
+                      request.prompt ? "prompt" : "messages");
   }
   const int room = n_ctx_ - n_prompt;
   if (request.max_tokens) {
-    if (*request.max_tokens > room) {
+    // Anthropic clients send a model-wide default (Claude Code: 32000) rather than a
+    // per-request wish, so there it is a cap; OpenAI callers get the error.
+    if (*request.max_tokens > room && request.flavor != api::Flavor::kAnthropic) {
       return BadRequest("max_tokens is " + std::to_string(*request.max_tokens) + " but the prompt has " +
                             std::to_string(n_prompt) + " tokens and the context holds " + std::to_string(n_ctx_) +
                             ", leaving room for " + std::to_string(room),
                         "max_tokens");
     }
-    out.task.max_tokens = *request.max_tokens;
+    out.task.max_tokens = std::min(*request.max_tokens, room);
   } else {
     out.task.max_tokens = room;
   }

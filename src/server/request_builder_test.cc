@@ -1,0 +1,193 @@
+#include "server/request_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "testing/test_env.h"
+
+namespace hearth::server {
+namespace {
+
+constexpr int kCtx = 512;
+
+class RequestBuilderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadTestModel("qwen35");
+    ASSERT_NE(model_, nullptr);
+    auto t = engine::ChatTemplate::Create(*model_, "");
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tmpl_ = std::move(*t);
+    builder_ = std::make_unique<RequestBuilder>(*model_, *tmpl_, kCtx, "test");
+  }
+
+  static api::GenerationRequest Raw(std::string text) {
+    api::GenerationRequest r;
+    r.flavor = api::Flavor::kOpenAICompletion;
+    r.prompt.emplace(std::move(text));
+    return r;
+  }
+
+  static api::GenerationRequest Chat(std::string text) {
+    api::GenerationRequest r;
+    r.messages.push_back({.role = "user", .content = std::move(text)});
+    return r;
+  }
+
+  // The prompt's token count, or -1 when rendering failed.
+  int PromptTokens(const api::GenerationRequest& r) const {
+    auto built = builder_->Render(r);
+    if (!std::holds_alternative<BuildResult>(built)) return -1;
+    return static_cast<int>(std::get<BuildResult>(built).task.prompt.size());
+  }
+
+  const engine::Model* model_ = nullptr;
+  std::unique_ptr<engine::ChatTemplate> tmpl_;
+  std::unique_ptr<RequestBuilder> builder_;
+};
+
+TEST_F(RequestBuilderTest, ChatRequestBecomesTaskWithRoomForOutput) {
+  api::GenerationRequest r = Chat("hello there");
+  r.sampling.temperature = 0.0f;
+  r.sampling.top_k = 5;
+  r.stop = {"END"};
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
+  const BuildResult& b = std::get<BuildResult>(built);
+  EXPECT_NE(b.prompt_text.find("hello there"), std::string::npos);
+  ASSERT_FALSE(b.task.prompt.empty());
+  EXPECT_TRUE(b.task.output_format.has_value());
+  // No max_tokens: everything the context has left.
+  EXPECT_EQ(b.task.max_tokens, kCtx - static_cast<int>(b.task.prompt.size()));
+  EXPECT_EQ(b.task.sampling.temperature, 0.0f);
+  EXPECT_EQ(b.task.sampling.top_k, 5);
+  ASSERT_FALSE(b.task.stop.empty());
+  EXPECT_EQ(b.task.stop.back(), "END");
+}
+
+TEST_F(RequestBuilderTest, RawPromptHasNoOutputFormat) {
+  api::GenerationRequest r = Raw("Once upon a time");
+  r.max_tokens = 7;
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
+  const BuildResult& b = std::get<BuildResult>(built);
+  EXPECT_EQ(b.prompt_text, "Once upon a time");
+  EXPECT_FALSE(b.task.output_format.has_value());
+  EXPECT_EQ(b.task.max_tokens, 7);
+}
+
+TEST_F(RequestBuilderTest, PromptLongerThanContextIs400WithTheNumbers) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "word" + std::to_string(i) + " ";
+  api::GenerationRequest r = Chat(text);
+  const int n_prompt = PromptTokens(r);
+  ASSERT_GE(n_prompt, kCtx);
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<api::ApiError>(built));
+  const api::ApiError& e = std::get<api::ApiError>(built);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_NE(e.message.find(std::to_string(n_prompt)), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find(std::to_string(kCtx)), std::string::npos) << e.message;
+  EXPECT_EQ(e.param, "messages");
+
+  // A raw completion blames its prompt.
+  auto raw = builder_->Build(Raw(text));
+  ASSERT_TRUE(std::holds_alternative<api::ApiError>(raw));
+  EXPECT_EQ(std::get<api::ApiError>(raw).param, "prompt");
+}
+
+TEST_F(RequestBuilderTest, MaxTokensBeyondContextIs400WithTheNumbers) {
+  api::GenerationRequest r = Chat("hi");
+  const int n_prompt = PromptTokens(r);
+  ASSERT_GT(n_prompt, 0);
+  const int room = kCtx - n_prompt;
+
+  r.max_tokens = room;  // exactly fits
+  EXPECT_TRUE(std::holds_alternative<BuildResult>(builder_->Build(r)));
+
+  r.max_tokens = room + 1;
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<api::ApiError>(built));
+  const api::ApiError& e = std::get<api::ApiError>(built);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "max_tokens");
+  for (int n : {room + 1, n_prompt, kCtx, room}) {
+    EXPECT_NE(e.message.find(std::to_string(n)), std::string::npos) << n << " missing from: " << e.message;
+  }
+}
+
+TEST_F(RequestBuilderTest, AnthropicMaxTokensIsACapNotAnError) {
+  api::GenerationRequest r = Chat("hi");
+  r.flavor = api::Flavor::kAnthropic;
+  const int room = kCtx - PromptTokens(r);
+  r.max_tokens = 32000;  // Claude Code's default, far beyond this context
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+  EXPECT_EQ(std::get<BuildResult>(built).task.max_tokens, room);
+}
+
+TEST_F(RequestBuilderTest, TemplateRejectionIs400) {
+  api::GenerationRequest r;
+  r.messages.push_back({.role = "system", .content = "only a system message"});
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<api::ApiError>(built));
+  const api::ApiError& e = std::get<api::ApiError>(built);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_FALSE(e.message.empty());
+  // Render (count_tokens, /apply-template) refuses it the same way.
+  EXPECT_TRUE(std::holds_alternative<api::ApiError>(builder_->Render(r)));
+}
+
+// Qwen's template refuses a system message after the first turn; Claude Code sends them.
+TEST_F(RequestBuilderTest, LateSystemTurnBecomesAReminderInPlace) {
+  api::GenerationRequest r;
+  r.messages.push_back({.role = "system", .content = "You are terse."});
+  r.messages.push_back({.role = "user", .content = "say hi"});
+  r.messages.push_back({.role = "system", .content = "# Environment\ncwd: /w"});
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
+  const std::string& prompt = std::get<BuildResult>(built).prompt_text;
+  const size_t first = prompt.find("You are terse.");
+  const size_t user = prompt.find("say hi");
+  const size_t reminder = prompt.find("<|im_start|>user\n<system-reminder>\n# Environment\ncwd: /w\n</system-reminder>");
+  ASSERT_NE(first, std::string::npos) << prompt;
+  ASSERT_NE(user, std::string::npos) << prompt;
+  ASSERT_NE(reminder, std::string::npos) << prompt;
+  EXPECT_LT(first, user);
+  EXPECT_LT(user, reminder) << "the turn stays where it was sent";
+}
+
+TEST_F(RequestBuilderTest, EmptyRawPromptIs400) {
+  api::GenerationRequest r = Raw("");
+  auto built = builder_->Build(r);
+  // The tokenizer may add BOS; if it does the prompt is not empty and that is fine.
+  if (PromptTokens(r) == 0) {
+    ASSERT_TRUE(std::holds_alternative<api::ApiError>(built));
+    EXPECT_EQ(std::get<api::ApiError>(built).http_status, 400);
+  }
+}
+
+TEST_F(RequestBuilderTest, OutOfRangeSamplingIs400) {
+  api::GenerationRequest r = Chat("hi");
+  r.sampling.top_p = 7.0f;  // the API parsers range-check; the builder still must
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<api::ApiError>(built));
+  EXPECT_EQ(std::get<api::ApiError>(built).http_status, 400);
+}
+
+TEST_F(RequestBuilderTest, ToolsReachThePrompt) {
+  api::GenerationRequest r = Chat("what is the weather?");
+  r.tools.push_back({"get_weather", "Weather for a city",
+                     R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})"});
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
+  EXPECT_NE(std::get<BuildResult>(built).prompt_text.find("get_weather"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hearth::server
