@@ -14,7 +14,7 @@ struct MkmodelFlags {
   std::string arch = "qwen35";
   std::string preset = "tiny";
   uint64_t seed = 1;
-  std::string vocab;     // empty: llama.cpp's Qwen3.5 vocab
+  std::string vocab;          // empty: llama.cpp's Qwen3.5 vocab
   std::string chat_template;  // empty: the architecture's own template
   std::string out;
 };
@@ -42,7 +42,8 @@ void RunMkmodel(const MkmodelFlags& flags) {
   options.seed = flags.seed;
   options.vocab_path =
       flags.vocab.empty() ? std::string(LlamaModelsDir()) + "/ggml-vocab-qwen35.gguf" : flags.vocab;
-  options.template_path = flags.chat_template.empty() ? DefaultTemplate(*arch) : flags.chat_template;
+  options.template_path =
+      flags.chat_template.empty() ? DefaultTemplate(*arch) : flags.chat_template;
   options.out_path = flags.out;
 
   const auto start = std::chrono::steady_clock::now();

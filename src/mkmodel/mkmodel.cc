@@ -142,7 +142,9 @@ Status WriteFile(const std::string& path, const gguf_context* meta, const ModelS
     std::fclose(f);
     return Internal("writing '" + path + "' failed: " + std::strerror(errno));
   }
-  if (std::fclose(f) != 0) return Internal("closing '" + path + "' failed: " + std::strerror(errno));
+  if (std::fclose(f) != 0) {
+    return Internal("closing '" + path + "' failed: " + std::strerror(errno));
+  }
   return Status::Ok();
 }
 

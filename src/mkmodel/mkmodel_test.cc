@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <regex>
 #include <set>
 #include <string>
@@ -20,6 +21,10 @@
 #include "testing/test_env.h"
 
 namespace hearth::mkmodel {
+
+// Names the parameter in test listings ("qwen35" rather than "4-byte object <00-00 00-00>").
+void PrintTo(Arch arch, std::ostream* os) { *os << ArchName(arch); }
+
 namespace {
 
 const Arch kArchs[] = {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3};
@@ -190,7 +195,9 @@ TEST_P(MkmodelArchTest, LogitsStayFiniteAndVaried) {
   const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
 
   std::vector<llama_token> prompt(256);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<llama_token>((i * 7919) % 50000);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    prompt[i] = static_cast<llama_token>((i * 7919) % 50000);
+  }
   ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(prompt.data(), int32_t(prompt.size()))), 0);
 
   std::set<llama_token> argmaxes;
@@ -267,7 +274,8 @@ TEST(MkmodelTest, UnwritableOutDirIsAnErrorAndLeavesNothing) {
 TEST(MkmodelCliTest, PrintsOneLineAndFailsWithAMessage) {
   const std::string dir = testing::MakeTempDir();
   const std::string out = dir + "/m.gguf";
-  CommandResult ok = RunCommand(testing::HearthBin() + " mkmodel --arch qwen3 --preset tiny --seed 3 --out " + out);
+  CommandResult ok = RunCommand(testing::HearthBin() +
+                                " mkmodel --arch qwen3 --preset tiny --seed 3 --out " + out);
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find(out + ": arch qwen3, preset tiny, "), std::string::npos) << ok.output;
   EXPECT_TRUE(std::filesystem::exists(out));

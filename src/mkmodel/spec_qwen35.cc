@@ -102,9 +102,10 @@ void AddMoeFfn(const Qwen35Shape& s, int il, std::vector<TensorSpec>& t) {
   TensorSpec router = Matrix(LayerTensorName(il, "ffn_gate_inp.weight"), s.n_embd, s.n_expert);
   router.type = DType::kF32;
   t.push_back(router);
-  t.push_back(Matrix(LayerTensorName(il, "ffn_gate_exps.weight"), s.n_embd, s.n_ff_exp, s.n_expert));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_up_exps.weight"), s.n_embd, s.n_ff_exp, s.n_expert));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_down_exps.weight"), s.n_ff_exp, s.n_embd, s.n_expert));
+  const int64_t n_exp = s.n_expert;
+  t.push_back(Matrix(LayerTensorName(il, "ffn_gate_exps.weight"), s.n_embd, s.n_ff_exp, n_exp));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_up_exps.weight"), s.n_embd, s.n_ff_exp, n_exp));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_down_exps.weight"), s.n_ff_exp, s.n_embd, n_exp));
 
   TensorSpec shared_gate = Matrix(LayerTensorName(il, "ffn_gate_inp_shexp.weight"), s.n_embd, 1);
   shared_gate.ne = {s.n_embd};
