@@ -31,11 +31,9 @@ models: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Small model (made once), hearth serve, a short multi-turn `hearth bench` session.
 demo: build
-	@mkdir -p $(MODELS)
-	$(HEARTH) mkmodel --arch qwen35 --preset small --out $(MODELS)/small-qwen35.gguf
-	$(HEARTH) generate -m $(MODELS)/small-qwen35.gguf -n 64 \
-	  --message "Explain why a recurrent state cannot be trimmed like a KV cache."
+	@bash scripts/demo.sh $(HEARTH) $(MODELS) $(BUILD)/demo-results
 
 clean:
 	rm -rf $(BUILD)

@@ -12,6 +12,7 @@ namespace hearth::app {
 void RegisterMkmodel(CLI::App& app);
 void RegisterGenerate(CLI::App& app);
 void RegisterServe(CLI::App& app);
+void RegisterBench(CLI::App& app);
 
 // Where llama.cpp's source keeps vocab files and chat templates (models/), known at build
 // time; flags override it.

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   hearth::app::RegisterMkmodel(app);
   hearth::app::RegisterGenerate(app);
   hearth::app::RegisterServe(app);
+  hearth::app::RegisterBench(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# ctest's bench_smoke: starts `hearth serve` on a tiny model, runs `hearth bench` for three
+# turns of plain chat against it, and checks the results folder.
+# Usage: bench-smoke-test.sh HEARTH MODEL.gguf
+set -euo pipefail
+hearth=$1 model=$2
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "bench_smoke: $*" >&2; echo "--- server log" >&2; tail -20 "$work/server.err" >&2; exit 1; }
+
+"$hearth" serve -m "$model" --port 0 >"$work/server.out" 2>"$work/server.err" &
+server_pid=$!
+port=
+for _ in $(seq 100); do
+  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/server.out")
+  [[ -n "$port" ]] && break
+  kill -0 "$server_pid" 2>/dev/null || fail "hearth serve exited"
+  sleep 0.1
+done
+[[ -n "$port" ]] || fail "hearth serve did not print its port"
+
+out="$work/results"
+"$hearth" bench "http://127.0.0.1:$port" --scenario chat --turns 3 --system-tokens 60 --user-tokens 40 \
+  --max-tokens 8 --warmup 0 --render-model "$model" --out "$out" --quiet >"$work/bench.out" 2>&1 \
+  || { cat "$work/bench.out" >&2; fail "hearth bench failed"; }
+
+for f in rows.jsonl turns.csv env.json summary.md plots/plots.gp; do
+  [[ -s "$out/$f" ]] || fail "missing $f"
+done
+if command -v gnuplot >/dev/null; then
+  [[ -s "$out/plots/ttft_vs_context.png" && -s "$out/plots/prefilled_chat.png" ]] || fail "gnuplot present but no PNGs"
+fi
+[[ $(wc -l <"$out/rows.jsonl") -eq 3 ]] || fail "rows.jsonl should have 3 rows"
+# Header plus one row per turn: every turn succeeded, turns 0..2, new tokens counted.
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+         { n++
+           if ($col["ok"] != 1) bad = bad " turn " $col["turn"] " failed;"
+           if ($col["turn"] != n - 1) bad = bad " turn order;"
+           if ($col["new_tokens"] == "" || $col["prompt_tokens"] == "") bad = bad " token counts missing;"
+           if ($col["scenario"] != "chat" || $col["server"] != "hearth") bad = bad " labels;" }
+         END { if (n != 3) bad = bad " " n " rows;"; if (bad != "") { print bad; exit 1 } }' "$out/turns.csv" \
+  || { cat "$out/turns.csv" >&2; fail "turns.csv is not as expected"; }
+grep -q '"cpu"' "$out/env.json" || fail "env.json lacks the host"
+grep -q "Per turn" "$work/bench.out" || fail "no per-turn table printed"
+echo "bench_smoke: ok"

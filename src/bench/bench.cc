@@ -1,0 +1,124 @@
+#include "bench/bench.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "bench/report.h"
+
+namespace hearth::bench {
+namespace {
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Json ModelFileInfo(const std::string& path) {
+  Json j{{"path", path}};
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) j["bytes"] = size;
+  return j;
+}
+
+Json BuildEnvironment(const BenchConfig& c, const Runner& runner) {
+  Json env = runner.Environment();
+  env["date"] = UtcNow();
+  env["host"] = HostInfo();
+  env["command"] = c.command_line;
+  std::string model_file = c.model_file;
+  if (model_file.empty()) {
+    // llama-server says where its model is.
+    for (const Json& s : env["servers"]) {
+      const Json& props = s["info"].value("props", Json::object());
+      if (props.is_object() && props.contains("model_path") && props["model_path"].is_string()) {
+        model_file = props["model_path"].get<std::string>();
+        break;
+      }
+    }
+  }
+  if (!model_file.empty()) env["model_file"] = ModelFileInfo(model_file);
+  Json spec;
+  spec["turns"] = c.spec.n_turns;
+  spec["sessions"] = c.spec.n_sessions;
+  spec["system_tokens"] = c.spec.system_tokens;
+  spec["user_tokens"] = c.spec.user_tokens;
+  spec["context_tokens"] = c.spec.context_tokens;
+  spec["max_tokens"] = c.spec.max_tokens;
+  spec["interrupt_every"] = c.spec.interrupt_every;
+  spec["interrupt_after"] = c.spec.interrupt_after;
+  spec["seed"] = c.spec.seed;
+  spec["reps"] = c.reps;
+  env["workload"] = spec;
+  for (const auto& [k, v] : c.env) env["extra"][k] = v;
+  return env;
+}
+
+std::vector<std::string> Labels(const Runner& runner) {
+  std::vector<std::string> out;
+  for (const Target& t : runner.targets()) out.push_back(t.label);
+  return out;
+}
+
+}  // namespace
+
+int FinishRun(const BenchConfig& config, const Runner& runner, const std::string& extra_markdown) {
+  const std::vector<TurnRow>& rows = runner.rows();
+  std::string summary = "# hearth bench results\n\n" + std::string("Command: `") + config.command_line + "`\n\n";
+  if (!extra_markdown.empty()) summary += extra_markdown + "\n";
+  summary += SummaryMarkdown(rows, Labels(runner));
+  for (const std::string& n : runner.notes()) summary += "\nNote: " + n + "\n";
+  if (config.print_turns) std::printf("\n## Per turn\n\n%s", TurnTable(rows).c_str());
+  std::printf("\n%s", summary.substr(summary.find("\n\n") + 2).c_str());
+  Status s = WriteResults(config.out_dir, rows, BuildEnvironment(config, runner), summary + "\n## Per turn\n\n" + TurnTable(rows));
+  if (!s.ok()) {
+    std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("\nResults: %s (rows.jsonl, turns.csv, env.json, summary.md)\n", config.out_dir.c_str());
+  if (config.plots) {
+    PlotResult p = MakePlots(config.out_dir, rows, Labels(runner));
+    for (const std::string& f : p.files) std::printf("Plot: %s\n", f.c_str());
+    if (!p.message.empty()) std::printf("Plots: %s\n", p.message.c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int RunBench(const BenchConfig& config) {
+  Runner runner(config.targets, config.render, config.run);
+  if (Status s = runner.Start(); !s.ok()) {
+    std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (!config.replay_path.empty()) {
+    auto lines = ReadReplayFile(config.replay_path, config.replay_flavor);
+    if (!lines.ok()) {
+      std::fprintf(stderr, "hearth bench: %s\n", lines.status().message().c_str());
+      return 1;
+    }
+    for (int rep = 0; rep < config.reps; ++rep) runner.Replay(*lines, config.replay_max_tokens);
+  }
+  for (Scenario sc : config.scenarios) {
+    for (int rep = 0; rep < config.reps; ++rep) {
+      WorkloadSpec spec = config.spec;
+      spec.scenario = sc;
+      spec.rep = rep;
+      runner.Run(MakeWorkload(spec));
+    }
+  }
+  if (!config.sweep_sizes.empty()) {
+    for (int rep = 0; rep < config.reps; ++rep) runner.Sweep(config.sweep_sizes, config.spec.seed, rep);
+  }
+  return FinishRun(config, runner, "");
+}
+
+}  // namespace hearth::bench

@@ -1,0 +1,157 @@
+// hearth bench --diagnose: one short probe per cache failure mode, and a verdict table.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "bench/bench.h"
+#include "bench/render.h"
+
+namespace hearth::bench {
+namespace {
+
+struct Probe {
+  std::string name;
+  std::string what;  // the failure mode it looks for
+  Scenario scenario;
+  int n_turns;
+  int n_sessions = 1;
+  int interrupt_every = 3;
+  bool restart = false;
+};
+
+struct Verdict {
+  std::string probe, what;
+  std::optional<double> ratio;
+  std::optional<int> broke_at;  // 1-based turn
+  std::string differed;
+  std::string verdict;
+};
+
+const TurnRow* FindRow(const std::vector<TurnRow>& rows, const TurnRow& like, int turn) {
+  for (const TurnRow& r : rows) {
+    if (r.scenario == like.scenario && r.session == like.session && r.rep == like.rep && r.turn == turn) return &r;
+  }
+  return nullptr;
+}
+
+std::string DescribeDiff(const TurnRow& prev, const TurnRow& next) {
+  if (prev.prompt_text.empty() || next.prompt_text.empty()) return "(prompts not rendered)";
+  const PromptDiff d = DiffPrompts(prev.prompt_text, next.prompt_text);
+  if (d.prev_is_prefix) {
+    return "turn " + std::to_string(prev.turn + 1) + "'s prompt is intact; after it now comes «" + EscapeForLine(d.next_text) +
+           "» (the reply as sent back did not match what the server generated, or the server dropped its state)";
+  }
+  return "byte " + std::to_string(d.offset) + ", after «…" + EscapeForLine(d.context.substr(d.context.size() > 30 ? d.context.size() - 30 : 0)) +
+         "»: turn " + std::to_string(prev.turn + 1) + " had «" + EscapeForLine(d.prev_text.substr(0, 40)) + "», turn " +
+         std::to_string(next.turn + 1) + " has «" + EscapeForLine(d.next_text.substr(0, 40)) + "»";
+}
+
+Verdict Judge(const Probe& p, const std::vector<TurnRow>& rows) {
+  Verdict v{p.name, p.what};
+  long prefilled = 0, fresh = 0;
+  int n_checked = 0, n_unknown = 0, n_errors = 0;
+  const TurnRow* broke = nullptr;
+  for (const TurnRow& r : rows) {
+    if (r.scenario != p.name) continue;
+    if (!r.ok) ++n_errors;
+    if (!r.follow_up() || !r.ok || r.interrupted) continue;
+    auto met = r.target_met();
+    if (!met) {
+      ++n_unknown;
+      continue;
+    }
+    ++n_checked;
+    prefilled += *r.prefilled_tokens();
+    fresh += *r.new_tokens;
+    if (!*met && broke == nullptr) broke = &r;
+  }
+  if (fresh > 0) v.ratio = static_cast<double>(prefilled) / static_cast<double>(fresh);
+  if (broke != nullptr) {
+    v.broke_at = broke->turn + 1;
+    if (const TurnRow* prev = FindRow(rows, *broke, broke->turn - 1)) v.differed = DescribeDiff(*prev, *broke);
+  }
+  const std::string errors = n_errors > 0 ? " (" + std::to_string(n_errors) + " failed requests)" : "";
+  if (n_checked == 0) {
+    v.verdict = n_unknown > 0 ? "unknown: the server reports no cached-token count" : "no result" + errors;
+  } else if (broke == nullptr) {
+    v.verdict = "ok: reuse holds" + errors;
+  } else {
+    v.verdict = "reuse breaks" + errors;
+  }
+  return v;
+}
+
+// Restarts the server with `cmd`, then waits until it answers again.
+void Restart(const std::string& cmd, const ServerClient& client) {
+  std::fprintf(stderr, "hearth bench: restarting the server: %s\n", cmd.c_str());
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "hearth bench: the restart command failed\n");
+  for (int i = 0; i < 240; ++i) {
+    if (client.GetJson("/v1/models").ok()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  std::fprintf(stderr, "hearth bench: the server did not come back within 120 s\n");
+}
+
+}  // namespace
+
+int RunDiagnose(const BenchConfig& config) {
+  const int n_evict = config.spec.n_sessions > 1 ? config.spec.n_sessions : 6;
+  const std::vector<Probe> probes = {
+      {"baseline", "plain chat, nothing unusual", Scenario::kChat, 4},
+      {"volatile-line", "a request id and timestamp early in the system prompt", Scenario::kVolatile, 4},
+      {"interrupted-reply", "a reply cut off mid-stream and sent back partial", Scenario::kInterrupt, 4, 1, 2},
+      {"thinking", "earlier <think> blocks re-rendered differently", Scenario::kChatThink, 4},
+      {"tool-calls", "assistant tool calls re-serialized, loop re-rendered at the next user turn", Scenario::kAgent, 6},
+      {"eviction", std::to_string(n_evict) + " conversations interleaved", Scenario::kInterleaved, 3, n_evict},
+      {"restart", "the server restarted between turns 2 and 3", Scenario::kChat, 4, 1, 3, true},
+  };
+  Runner runner(config.targets, config.render, config.run);
+  if (Status s = runner.Start(); !s.ok()) {
+    std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
+    return 1;
+  }
+  auto ep = ParseEndpoint(config.targets[0].url);
+  const ServerClient client(*ep, config.run.api_key, 30);
+  std::vector<Verdict> verdicts;
+  for (const Probe& p : probes) {
+    if (p.restart && config.restart_cmd.empty()) {
+      verdicts.push_back({p.name, p.what, std::nullopt, std::nullopt, "",
+                          "skipped: pass --restart-cmd CMD (restarts the server, e.g. `systemctl restart X`) if it "
+                          "keeps its cache across restarts"});
+      continue;
+    }
+    std::fprintf(stderr, "hearth bench: probe %s: %s\n", p.name.c_str(), p.what.c_str());
+    WorkloadSpec spec = config.spec;
+    spec.scenario = p.scenario;
+    spec.n_turns = p.n_turns;
+    spec.n_sessions = p.n_sessions;
+    spec.interrupt_every = p.interrupt_every;
+    spec.seed = config.spec.seed + verdicts.size();
+    Workload w = MakeWorkload(spec);
+    w.name = p.name;
+    if (p.restart) {
+      runner.SetBeforeTurn([&](int, int turn) {
+        if (turn == 2) Restart(config.restart_cmd, client);
+      });
+    }
+    runner.Run(w);
+    runner.SetBeforeTurn(nullptr);
+    verdicts.push_back(Judge(p, runner.rows()));
+  }
+
+  std::string md = "## Diagnosis of " + config.targets[0].url +
+                   "\n\nEach probe is a short session; a follow-up turn passes when prefilled ≤ 1.02 × new + 8.\n\n"
+                   "| probe | looks for | prefilled÷new | reuse broke at turn | what differed | verdict |\n"
+                   "|---|---|---|---|---|---|\n";
+  for (const Verdict& v : verdicts) {
+    md += "| " + v.probe + " | " + v.what + " | " + (v.ratio ? FormatNumber(*v.ratio) : "-") + " | " +
+          (v.broke_at ? std::to_string(*v.broke_at) : "-") + " | " + (v.differed.empty() ? "-" : v.differed) + " | " +
+          v.verdict + " |\n";
+  }
+  BenchConfig c = config;
+  c.print_turns = false;
+  return FinishRun(c, runner, md);
+}
+
+}  // namespace hearth::bench

@@ -1,0 +1,153 @@
+#include "bench/render.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "bench/results.h"
+
+namespace hearth::bench {
+namespace {
+
+// A ChatML renderer and a tokenizer that counts whitespace-separated words, with each
+// control tag a token of its own: small enough to count by hand.
+class FakeBackend : public RenderBackend {
+ public:
+  bool ignore_add_generation_prompt = false;
+  int renders = 0;
+
+  StatusOr<std::string> ApplyTemplate(const Json& body) override {
+    ++renders;
+    std::string out;
+    for (const Json& m : body["messages"]) {
+      out += "<|im_start|>" + m["role"].get<std::string>() + "\n" + m["content"].get<std::string>() + "<|im_end|>\n";
+    }
+    if (body.value("add_generation_prompt", true) || ignore_add_generation_prompt) out += "<|im_start|>assistant\n";
+    return out;
+  }
+  StatusOr<int> CountTokens(const std::string& text) override {
+    std::string spaced;
+    for (size_t i = 0; i < text.size();) {
+      if (text.compare(i, 12, "<|im_start|>") == 0) {
+        spaced += " T ";
+        i += 12;
+      } else if (text.compare(i, 10, "<|im_end|>") == 0) {
+        spaced += " T ";
+        i += 10;
+      } else {
+        spaced += text[i++];
+      }
+    }
+    std::istringstream in(spaced);
+    int n = 0;
+    for (std::string w; in >> w;) ++n;
+    return n;
+  }
+};
+
+Json Msg(const char* role, const char* content) { return Json{{"role", role}, {"content", content}}; }
+
+// system "You are terse."     T system You are terse. T    = 6 tokens
+// user "Hi there"             T user Hi there T            = 5
+// assistant "Hello."          T assistant Hello. T         = 4
+// user "How are you"          T user How are you T         = 6
+// generation prompt           T assistant                  = 2
+TEST(NewTokensTest, CannedConversation) {
+  FakeBackend fake;
+  NewTokenCounter counter(&fake);
+  ASSERT_TRUE(counter.Probe().ok());
+  EXPECT_TRUE(counter.honours_add_generation_prompt());
+  EXPECT_FALSE(counter.continues_final_assistant());
+
+  const std::vector<Json> turn1 = {Msg("system", "You are terse."), Msg("user", "Hi there")};
+  auto t1 = counter.Count(turn1, Json::array(), std::nullopt, 0);
+  ASSERT_TRUE(t1.ok());
+  EXPECT_EQ(t1->n_prompt, 13);
+  EXPECT_EQ(t1->n_carried, 0);
+  EXPECT_EQ(t1->n_new, 13);  // a first turn is all new
+
+  // Turn 2 carries the system prompt, the first question and the reply as sent back (k=3):
+  // new = 23 - 15 = the added user message (6) and the generation prompt (2).
+  const std::vector<Json> turn2 = {turn1[0], turn1[1], Msg("assistant", "Hello."), Msg("user", "How are you")};
+  auto t2 = counter.Count(turn2, Json::array(), std::nullopt, 3);
+  ASSERT_TRUE(t2.ok());
+  EXPECT_EQ(t2->n_prompt, 23);
+  EXPECT_EQ(t2->n_carried, 15);
+  EXPECT_EQ(t2->n_new, 8);
+  EXPECT_NE(t2->prompt_text.find("How are you"), std::string::npos);
+}
+
+TEST(NewTokensTest, ProbeNoticesARendererThatIgnoresTheFlag) {
+  FakeBackend fake;
+  fake.ignore_add_generation_prompt = true;
+  NewTokenCounter counter(&fake);
+  ASSERT_TRUE(counter.Probe().ok());
+  EXPECT_FALSE(counter.honours_add_generation_prompt());
+}
+
+TEST(NewTokensTest, Arithmetic) {
+  EXPECT_EQ(NewTokens(100, 0), 100);
+  EXPECT_EQ(NewTokens(100, 70), 30);
+  EXPECT_EQ(NewTokens(50, 70), 0);  // a template that shrinks history never gives negative
+}
+
+TEST(TargetTest, PrefilledWithinTwoPercentPlusEight) {
+  EXPECT_TRUE(MeetsTarget(110, 100));
+  EXPECT_TRUE(MeetsTarget(8, 0));
+  EXPECT_FALSE(MeetsTarget(111, 100));
+  TurnRow r;
+  r.turn = 1;
+  r.kind = "user";
+  r.ok = true;
+  r.prompt_tokens = 1000;
+  r.reused_tokens = 800;
+  r.new_tokens = 100;
+  EXPECT_EQ(r.prefilled_tokens(), 200);
+  EXPECT_DOUBLE_EQ(*r.prefill_ratio(), 2.0);
+  EXPECT_EQ(r.target_met(), false);
+  r.reused_tokens.reset();  // a server without cached-token counts
+  EXPECT_FALSE(r.target_met().has_value());
+  r.reused_tokens = 900;
+  r.turn = 0;  // first turns are not judged
+  EXPECT_FALSE(r.target_met().has_value());
+}
+
+TEST(SessionSummaryTest, SumsFollowUpsAndFindsTheFirstMiss) {
+  std::vector<TurnRow> rows;
+  for (int t = 0; t < 4; ++t) {
+    TurnRow r;
+    r.server = "s";
+    r.scenario = "chat";
+    r.turn = t;
+    r.kind = "user";
+    r.ok = true;
+    r.prompt_tokens = 1000 + 100 * t;
+    r.new_tokens = t == 0 ? 1000 : 100;
+    r.reused_tokens = t == 2 ? 900 : 1000 + 100 * t - 100;  // turn 3 (index 2) prefills 200
+    rows.push_back(r);
+  }
+  const auto sessions = SummarizeSessions(rows);
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions[0].n_prefilled, 100 + 300 + 100);
+  EXPECT_EQ(sessions[0].n_new, 300);
+  EXPECT_EQ(sessions[0].first_missed_turn, 2);
+}
+
+TEST(DiffTest, FirstDifferenceAndPrefix) {
+  PromptDiff d = DiffPrompts("<|im_start|>assistant\n<think>\n\n</think>\n\nHello", "<|im_start|>assistant\nHello<|im_end|>");
+  EXPECT_FALSE(d.prev_is_prefix);
+  EXPECT_EQ(d.offset, 22u);
+  EXPECT_EQ(d.context, "<|im_start|>assistant\n");
+  EXPECT_TRUE(d.prev_text.starts_with("<think>"));
+  EXPECT_TRUE(d.next_text.starts_with("Hello"));
+  d = DiffPrompts("abc", "abcdef");
+  EXPECT_TRUE(d.prev_is_prefix);
+  EXPECT_EQ(d.next_text, "def");
+  // Never splits a UTF-8 character.
+  d = DiffPrompts("caf\xC3\xA9", "caf\xC3\xA8");
+  EXPECT_EQ(d.offset, 3u);
+  EXPECT_EQ(EscapeForLine("a\nb|c"), "a\\nb\\|c");
+}
+
+}  // namespace
+}  // namespace hearth::bench

@@ -1,0 +1,175 @@
+#include "bench/results.h"
+
+#include <cstdio>
+#include <map>
+#include <tuple>
+#include <type_traits>
+
+namespace hearth::bench {
+namespace {
+
+template <typename T>
+Json OrNull(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+template <typename T>
+std::string Cell(const std::optional<T>& v) {
+  if (!v) return "";
+  if constexpr (std::is_floating_point_v<T>) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", *v);
+    return buf;
+  } else {
+    return std::to_string(*v);
+  }
+}
+
+std::string CsvQuote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::optional<int> TurnRow::prefilled_tokens() const {
+  if (!prompt_tokens || !reused_tokens) return std::nullopt;
+  return std::max(0, *prompt_tokens - *reused_tokens);
+}
+
+std::optional<double> TurnRow::prefill_ratio() const {
+  auto p = prefilled_tokens();
+  if (!p || !new_tokens || *new_tokens <= 0) return std::nullopt;
+  return static_cast<double>(*p) / *new_tokens;
+}
+
+bool TurnRow::follow_up() const { return turn > 0 && kind != "cold" && kind != "warm"; }
+
+std::optional<bool> TurnRow::target_met() const {
+  auto p = prefilled_tokens();
+  if (!follow_up() || !ok || interrupted || !p || !new_tokens) return std::nullopt;
+  return MeetsTarget(*p, *new_tokens);
+}
+
+bool MeetsTarget(int prefilled, int n_new) { return prefilled <= 1.02 * n_new + 8; }
+
+Json RowToJson(const TurnRow& r) {
+  Json j;
+  j["server"] = r.server;
+  j["scenario"] = r.scenario;
+  j["rep"] = r.rep;
+  j["session"] = r.session;
+  j["session_id"] = r.session_id;
+  j["turn"] = r.turn;
+  j["kind"] = r.kind;
+  j["interrupted"] = r.interrupted;
+  j["ok"] = r.ok;
+  if (!r.error.empty()) j["error"] = r.error;
+  j["prompt_tokens"] = OrNull(r.prompt_tokens);
+  j["rendered_prompt_tokens"] = OrNull(r.rendered_prompt_tokens);
+  j["reused_tokens"] = OrNull(r.reused_tokens);
+  j["prefilled_tokens"] = OrNull(r.prefilled_tokens());
+  j["new_tokens"] = OrNull(r.new_tokens);
+  j["prefilled_per_new"] = OrNull(r.prefill_ratio());
+  j["target_met"] = OrNull(r.target_met());
+  j["completion_tokens"] = OrNull(r.completion_tokens);
+  j["ttft_ms"] = OrNull(r.ttft_ms);
+  j["e2e_ms"] = r.e2e_ms;
+  j["decode_tps"] = OrNull(r.decode_tps);
+  j["server_prefill_ms"] = OrNull(r.server_prefill_ms);
+  j["usage_source"] = r.usage_source;
+  return j;
+}
+
+std::string CsvHeader() {
+  return "server,scenario,rep,session,turn,kind,interrupted,ok,prompt_tokens,reused_tokens,prefilled_tokens,"
+         "new_tokens,prefilled_per_new,target_met,completion_tokens,ttft_ms,e2e_ms,decode_tps,server_prefill_ms,"
+         "usage_source,error\n";
+}
+
+std::string CsvLine(const TurnRow& r) {
+  auto tm = r.target_met();
+  std::string s = CsvQuote(r.server) + "," + r.scenario + "," + std::to_string(r.rep) + "," + std::to_string(r.session) +
+                  "," + std::to_string(r.turn) + "," + r.kind + "," + (r.interrupted ? "1" : "0") + "," +
+                  (r.ok ? "1" : "0") + "," + Cell(r.prompt_tokens) + "," + Cell(r.reused_tokens) + "," +
+                  Cell(r.prefilled_tokens()) + "," + Cell(r.new_tokens) + "," + Cell(r.prefill_ratio()) + "," +
+                  (tm ? (*tm ? "1" : "0") : "") + "," + Cell(r.completion_tokens) + "," + Cell(r.ttft_ms) + "," +
+                  Cell(std::optional<double>(r.e2e_ms)) + "," + Cell(r.decode_tps) + "," + Cell(r.server_prefill_ms) +
+                  "," + r.usage_source + "," + CsvQuote(r.error) + "\n";
+  return s;
+}
+
+std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
+  std::vector<GroupSummary> out;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  struct Samples {
+    std::vector<double> ttft_f, ttft_0, e2e, tps, ratio;
+    long prefilled = 0, fresh = 0;
+  };
+  std::vector<Samples> samples;
+  for (const TurnRow& r : rows) {
+    auto key = std::make_pair(r.server, r.scenario);
+    auto [it, inserted] = index.emplace(key, out.size());
+    if (inserted) {
+      out.push_back(GroupSummary{r.server, r.scenario});
+      samples.emplace_back();
+    }
+    GroupSummary& g = out[it->second];
+    Samples& s = samples[it->second];
+    ++g.n_turns;
+    if (!r.ok) ++g.n_errors;
+    if (r.interrupted) ++g.n_interrupted;
+    if (!r.ok) continue;
+    if (r.ttft_ms && !r.interrupted) (r.follow_up() ? s.ttft_f : s.ttft_0).push_back(*r.ttft_ms);
+    if (!r.interrupted) s.e2e.push_back(r.e2e_ms);
+    if (r.decode_tps) s.tps.push_back(*r.decode_tps);
+    if (!r.follow_up()) continue;
+    if (!r.reused_tokens && !r.interrupted) ++g.n_reuse_unknown;
+    if (auto ratio = r.prefill_ratio(); ratio && !r.interrupted) {
+      s.ratio.push_back(*ratio);
+      s.prefilled += *r.prefilled_tokens();
+      s.fresh += *r.new_tokens;
+    }
+    if (auto met = r.target_met()) {
+      ++g.n_target_checked;
+      if (*met) ++g.n_target_met;
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].ttft_follow_up = Summarize(samples[i].ttft_f);
+    out[i].ttft_first = Summarize(samples[i].ttft_0);
+    out[i].e2e = Summarize(samples[i].e2e);
+    out[i].decode_tps = Summarize(samples[i].tps);
+    out[i].ratio = Summarize(samples[i].ratio);
+    if (samples[i].fresh > 0) out[i].session_ratio = static_cast<double>(samples[i].prefilled) / static_cast<double>(samples[i].fresh);
+  }
+  return out;
+}
+
+std::vector<SessionSummary> SummarizeSessions(const std::vector<TurnRow>& rows) {
+  std::vector<SessionSummary> out;
+  std::map<std::tuple<std::string, std::string, int, int>, size_t> index;
+  for (const TurnRow& r : rows) {
+    if (r.kind == "cold" || r.kind == "warm") continue;
+    auto [it, inserted] = index.emplace(std::make_tuple(r.server, r.scenario, r.rep, r.session), out.size());
+    if (inserted) out.push_back(SessionSummary{r.server, r.scenario, r.session_id, r.rep, r.session});
+    SessionSummary& s = out[it->second];
+    if (!r.follow_up() || !r.ok || r.interrupted) continue;
+    if (auto p = r.prefilled_tokens(); p && r.new_tokens) {
+      s.n_prefilled += *p;
+      s.n_new += *r.new_tokens;
+    }
+    if (auto met = r.target_met(); met && !*met && !s.first_missed_turn) s.first_missed_turn = r.turn;
+  }
+  for (SessionSummary& s : out) {
+    if (s.n_new > 0) s.ratio = static_cast<double>(s.n_prefilled) / static_cast<double>(s.n_new);
+  }
+  return out;
+}
+
+}  // namespace hearth::bench

@@ -1,0 +1,87 @@
+// What a benchmark run measured: one row per request, and how rows are summarized.
+//
+// Quantities per row (each optional when the server or the run cannot give it):
+//   prompt_tokens    the whole prompt (the server's usage, else the rendered count)
+//   reused_tokens    prompt tokens the server reused from its cache (see usage.h)
+//   prefilled_tokens prompt - reused: what the server computed at request time
+//   new_tokens       what is new in the request (see render.h for the definition)
+//   prefilled / new  1.0 is ideal; the cache issue's target is
+//                    prefilled <= 1.02 * new + 8 on every follow-up turn.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/stats.h"
+#include "bench/workload.h"
+
+namespace hearth::bench {
+
+struct TurnRow {
+  std::string server;    // label
+  std::string scenario;  // workload name, "replay", "sweep"
+  int rep = 0;
+  int session = 0;
+  std::string session_id;
+  int turn = 0;          // 0-based within the session
+  std::string kind;      // "user", "tool", "replay", "cold", "warm"
+  bool interrupted = false;
+  bool ok = false;
+  std::string error;
+  std::optional<int> prompt_tokens;
+  std::optional<int> rendered_prompt_tokens;
+  std::optional<int> reused_tokens;
+  std::optional<int> new_tokens;
+  std::optional<int> completion_tokens;
+  std::optional<double> ttft_ms;
+  double e2e_ms = 0;
+  std::optional<double> decode_tps;
+  std::optional<double> server_prefill_ms;
+  std::string usage_source;
+  std::string prompt_text;  // the rendered request; kept in memory for diffs, not written
+
+  std::optional<int> prefilled_tokens() const;
+  // prefilled / new, when both are known and new > 0.
+  std::optional<double> prefill_ratio() const;
+  // Follow-up turns of sessions (not first turns, not sweep rows).
+  bool follow_up() const;
+  // The target on a follow-up turn; nullopt when it cannot be judged.
+  std::optional<bool> target_met() const;
+};
+
+// The target, on its own: prefilled <= 1.02 * new + 8.
+bool MeetsTarget(int prefilled, int n_new);
+
+Json RowToJson(const TurnRow& r);
+// CSV header and one line, same columns.
+std::string CsvHeader();
+std::string CsvLine(const TurnRow& r);
+
+// Summary of one (server, scenario) group of rows.
+struct GroupSummary {
+  std::string server, scenario;
+  int n_turns = 0, n_errors = 0, n_interrupted = 0;
+  std::optional<Spread> ttft_follow_up, ttft_first, e2e, decode_tps, ratio;
+  // Sum of prefilled over sum of new, follow-up turns only.
+  std::optional<double> session_ratio;
+  int n_target_checked = 0, n_target_met = 0;
+  int n_reuse_unknown = 0;
+};
+
+std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows);
+
+// prefilled / new over one session's follow-up turns, and where reuse first broke.
+struct SessionSummary {
+  std::string server, scenario, session_id;
+  int rep = 0, session = 0;
+  long n_prefilled = 0, n_new = 0;  // follow-up turns with both known
+  std::optional<double> ratio;
+  std::optional<int> first_missed_turn;  // first follow-up turn that missed the target
+};
+
+std::vector<SessionSummary> SummarizeSessions(const std::vector<TurnRow>& rows);
+
+}  // namespace hearth::bench
