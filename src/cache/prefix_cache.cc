@@ -84,8 +84,8 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
   return lease;
 }
 
-bool PrefixCache::EvictIdleDevice() {
-  uint64_t victim = 0;
+std::optional<uint64_t> PrefixCache::LeastRecentIdleDevice() {
+  std::optional<uint64_t> victim;
   int64_t oldest = INT64_MAX;
   for (const auto& [seq, id] : device_state_of_seq_) {
     const State* s = tree_.FindState(id);
@@ -94,8 +94,13 @@ bool PrefixCache::EvictIdleDevice() {
       victim = id;
     }
   }
-  if (victim == 0) return false;
-  EvictDevice(victim);
+  return victim;
+}
+
+bool PrefixCache::EvictIdleDevice() {
+  std::optional<uint64_t> victim = LeastRecentIdleDevice();
+  if (!victim) return false;
+  EvictDevice(*victim);
   return true;
 }
 
@@ -107,18 +112,10 @@ std::optional<int32_t> PrefixCache::TakeSequence() {
     }
   }
   // Evict the least recently used cached device sequence.
-  uint64_t victim = 0;
-  int64_t oldest = INT64_MAX;
-  for (const auto& [seq, id] : device_state_of_seq_) {
-    const State* s = tree_.FindState(id);
-    if (s && s->pins == 0 && s->last_used < oldest) {
-      oldest = s->last_used;
-      victim = id;
-    }
-  }
-  if (victim == 0) return std::nullopt;
-  const int32_t seq = tree_.FindState(victim)->seq;
-  EvictDevice(victim);
+  std::optional<uint64_t> victim = LeastRecentIdleDevice();
+  if (!victim) return std::nullopt;
+  const int32_t seq = tree_.FindState(*victim)->seq;
+  EvictDevice(*victim);
   lent_[seq] = true;
   return seq;
 }
@@ -223,45 +220,32 @@ std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* nod
   return best;
 }
 
+// Restores a serialized state (RAM or disk) into `seq`. A disk file that fails its
+// checks is quarantined by the store and its state forgotten here.
+Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
+  State* s = tree_.FindState(id);
+  if (s == nullptr) return Internal("state vanished");
+  s->last_used = tree_.Tick();
+  if (s->tier != Tier::kDisk) return store_.Restore(seq, Bytes(*s), partial);
+  auto loaded = disk_->Read(s->disk_key);
+  if (!loaded.ok()) {
+    if (loaded.status().code() == StatusCode::kDataLoss) stats_.snapshots_quarantined++;
+    tree_.RemoveState(id);
+    return loaded.status();
+  }
+  return store_.Restore(seq, *loaded, partial);
+}
+
 Status PrefixCache::Execute(int32_t seq, const Source& src, int32_t depth) {
   State* a = tree_.FindState(src.attention);
   if (a == nullptr) return Internal("state vanished");
-  a->last_used = tree_.Tick();
   if (a->kind == StateKind::kDevice) {
+    a->last_used = tree_.Tick();
     store_.Copy(a->seq, seq, depth);
   } else {
-    std::vector<uint8_t> loaded;
-    std::span<const uint8_t> bytes = Bytes(*a);
-    if (a->tier == Tier::kDisk) {
-      auto r = disk_->Read(a->disk_key);
-      if (!r.ok()) {
-        stats_.snapshots_quarantined++;
-        tree_.RemoveState(src.attention);
-        return r.status();
-      }
-      loaded = std::move(*r);
-      bytes = loaded;
-    }
-    HEARTH_RETURN_IF_ERROR(store_.Restore(seq, bytes, /*partial=*/false));
+    HEARTH_RETURN_IF_ERROR(RestoreSerialized(src.attention, seq, /*partial=*/false));
   }
-  if (src.partial) {
-    State* p = tree_.FindState(*src.partial);
-    if (p == nullptr) return Internal("state vanished");
-    p->last_used = tree_.Tick();
-    std::vector<uint8_t> loaded;
-    std::span<const uint8_t> bytes = Bytes(*p);
-    if (p->tier == Tier::kDisk) {
-      auto r = disk_->Read(p->disk_key);
-      if (!r.ok()) {
-        stats_.snapshots_quarantined++;
-        tree_.RemoveState(*src.partial);
-        return r.status();
-      }
-      loaded = std::move(*r);
-      bytes = loaded;
-    }
-    HEARTH_RETURN_IF_ERROR(store_.Restore(seq, bytes, /*partial=*/true));
-  }
+  if (src.partial) HEARTH_RETURN_IF_ERROR(RestoreSerialized(*src.partial, seq, /*partial=*/true));
   HEARTH_RETURN_IF_ERROR(store_.Truncate(seq, depth));
   if (store_.Length(seq) != depth) {
     return Internal("restored sequence holds " + std::to_string(store_.Length(seq)) + " positions, expected " +

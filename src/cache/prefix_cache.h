@@ -113,6 +113,8 @@ class PrefixCache {
   ResumeReport Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t max_reuse);
   std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
   Status Execute(int32_t seq, const Source& src, int32_t depth);
+  Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
+  std::optional<uint64_t> LeastRecentIdleDevice();
   void EnforceRamBudget();
   void ForgetDiskKeys(const std::vector<uint64_t>& keys);
   void EvictDevice(uint64_t state_id);
