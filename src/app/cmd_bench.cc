@@ -154,7 +154,8 @@ void RegisterBench(CLI::App& app) {
   cmd->footer(
       "Scenarios: chat, chat-think, agent, interrupt, volatile, interleaved, grow, all.\n"
       "Per request it records TTFT, end-to-end time, decode tokens/s, prompt / reused / prefilled tokens and the\n"
-      "tokens new in the request (counted through /apply-template and /tokenize), then prefilled / new.\n"
+      "tokens new in the request (rendered with --render-model, or a server's /apply-template and /tokenize),\n"
+      "then prefilled / new.\n"
       "Examples:\n"
       "  hearth bench http://127.0.0.1:8080 --scenario chat,agent --turns 8\n"
       "  hearth bench http://127.0.0.1:8080 --compare http://127.0.0.1:8081 --label hearth --label llama-server\n"
@@ -204,7 +205,12 @@ void RegisterBench(CLI::App& app) {
   cmd->add_flag("-q,--quiet", f->quiet, "no progress lines");
   cmd->callback([f] {
     bench::BenchConfig config = Resolve(*f, CommandLine());
-    const int rc = f->diagnose.empty() ? bench::RunBench(config) : bench::RunDiagnose(config);
+    int rc = 1;
+    try {  // the edge: a malformed replay file or server answer ends the run with a message
+      rc = f->diagnose.empty() ? bench::RunBench(config) : bench::RunDiagnose(config);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hearth bench: %s\n", e.what());
+    }
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

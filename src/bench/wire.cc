@@ -169,6 +169,11 @@ StatusOr<RecordedRequest> ReadRecordedRequest(const Json& body, std::optional<Fl
   if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) {
     return InvalidArgument("a recorded request must be a JSON object with a \"messages\" array");
   }
+  for (const Json& m : body["messages"]) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return InvalidArgument("every message must be an object with a string \"role\"");
+    }
+  }
   RecordedRequest r;
   r.body = body;
   r.flavor = flavor ? *flavor : (LooksAnthropic(body) ? Flavor::kAnthropic : Flavor::kOpenAI);

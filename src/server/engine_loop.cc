@@ -28,6 +28,7 @@ api::Delta ToApiDelta(const engine::ParsedDelta& d) {
 bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empty() && d.tool_calls.empty(); }
 
 constexpr size_t kMaxBackgroundQueued = 4;
+constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill
 
 }  // namespace
 
@@ -339,7 +340,9 @@ void EngineLoop::BuildBatch() {
   for (auto& slot : slots_) {
     if (!slot || !slot->prefilling() || budget <= 0) continue;
     const auto& prompt = slot->task.prompt;
-    size_t end = std::min(prompt.size(), slot->n_prompt_done + static_cast<size_t>(budget));
+    // Background chunks stay small: a request arriving meanwhile waits at most for one.
+    const int room = slot->task.background ? std::min(budget, kBackgroundChunk) : budget;
+    size_t end = std::min(prompt.size(), slot->n_prompt_done + static_cast<size_t>(room));
     const auto& snaps = slot->task.snapshot_positions;
     if (slot->next_snapshot < snaps.size()) end = std::min(end, static_cast<size_t>(snaps[slot->next_snapshot]));
     const engine::Pos pos0 = ctx_->SeqLength(slot->seq);

@@ -200,3 +200,23 @@ TEST_F(FailureModesTest, LongGenerationsStoreNoUnreachableStates) {
 
 }  // namespace
 }  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+// /apply-template renders history only when asked: what benchmarks count new tokens with.
+TEST_F(FailureModesTest, ApplyTemplateHonorsAddGenerationPrompt) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  auto with = client_->Post("/apply-template", body.dump(), "application/json");
+  body["add_generation_prompt"] = false;
+  auto without = client_->Post("/apply-template", body.dump(), "application/json");
+  ASSERT_TRUE(with && without && with->status == 200 && without->status == 200);
+  const std::string a = json::parse(with->body)["prompt"], b = json::parse(without->body)["prompt"];
+  EXPECT_TRUE(a.starts_with(b));
+  EXPECT_TRUE(a.ends_with("<|im_start|>assistant\n<think>\n")) << a;
+  EXPECT_TRUE(b.ends_with("hi<|im_end|>\n")) << b;
+  EXPECT_LT(json::parse(without->body)["n_tokens"].get<int>(), json::parse(with->body)["n_tokens"].get<int>());
+}
+
+}  // namespace
+}  // namespace hearth::server

@@ -210,7 +210,17 @@ void HttpServer::RegisterRoutes() {
     auto built = builder_.Render(*r);
     if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(req, res, *err);
     const BuildResult& br = std::get<BuildResult>(built);
-    json out{{"prompt", br.prompt_text}, {"n_tokens", br.task.prompt.size()}};
+    // add_generation_prompt: false renders the conversation as history only.
+    std::string prompt = br.prompt_text;
+    size_t n_tokens = br.task.prompt.size();
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    const std::string gen = br.task.output_format ? br.task.output_format->generation_prompt : "";
+    if (body.is_object() && body.value("add_generation_prompt", true) == false && !gen.empty() &&
+        prompt.ends_with(gen)) {
+      prompt.resize(prompt.size() - gen.size());
+      n_tokens = model_.Tokenize(prompt, false, true).size();
+    }
+    json out{{"prompt", prompt}, {"n_tokens", n_tokens}};
     res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   }));
 }
