@@ -353,6 +353,13 @@ void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Toke
   EnforceRamBudget();
 }
 
+std::optional<int32_t> PrefixCache::Fork(int32_t seq) {
+  std::optional<int32_t> dst = TakeSequence();
+  if (!dst) return std::nullopt;
+  store_.Copy(seq, *dst, store_.Length(seq));
+  return dst;
+}
+
 void PrefixCache::Release(int32_t seq) {
   lent_.erase(seq);
   store_.Clear(seq);

@@ -92,6 +92,11 @@ class PrefixCache {
   // Gives `seq` back empty.
   void Release(int32_t seq);
 
+  // Lends a second sequence holding what lent sequence `seq` holds now (a cheap copy in
+  // a unified KV cache), for work that branches off a request (shadow prefill). Returned
+  // with Adopt or Release like any lease. nullopt when no sequence is free or evictable.
+  std::optional<int32_t> Fork(int32_t seq);
+
   // Frees the KV cells of the least recently used idle device sequence (its full state
   // moves to RAM first). False when no idle device sequence is left.
   bool EvictIdleDevice();

@@ -29,6 +29,7 @@ bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empt
 
 constexpr size_t kMaxBackgroundQueued = 4;
 constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill
+constexpr int kShadowChunk = 8;       // tokens per step for a shadow, next to a decode token
 
 }  // namespace
 
@@ -112,6 +113,7 @@ void EngineLoop::Run() {
     if (batch_.empty()) continue;
     if (!s.ok()) {
       for (auto& slot : slots_) {
+        if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr);
         if (slot && slot->in_batch) FailSlot(*slot, s);
       }
       continue;
@@ -131,7 +133,9 @@ Status EngineLoop::DecodeMakingRoom() {
     for (auto& slot : slots_) {
       if (slot && slot->in_batch && !slot->pending) slot->n_prompt_done = static_cast<size_t>(ctx_->SeqLength(slot->seq));
     }
-    if (!cache_->EvictIdleDevice() && !RequeueYoungestPrefill() && !FailYoungestGenerating()) break;
+    if (!DropOneShadow() && !cache_->EvictIdleDevice() && !RequeueYoungestPrefill() && !FailYoungestGenerating()) {
+      break;
+    }
     BuildBatch();
     if (batch_.empty()) return Status::Ok();
     s = ctx_->Decode(batch_);
@@ -150,6 +154,7 @@ bool EngineLoop::RequeueYoungestPrefill() {
     }
   }
   if (youngest == nullptr) return false;
+  EndShadow(*youngest, nullptr);
   Queued q{std::move(youngest->task), youngest->stream};
   const engine::SeqId seq = youngest->seq;
   const auto done = static_cast<size_t>(ctx_->SeqLength(seq));
@@ -208,7 +213,20 @@ bool EngineLoop::HasForegroundWork() {
   return !queue_.empty();
 }
 
+// A request waiting takes precedence over warm-ahead: background slots end (keeping what
+// they prefilled) before it is admitted, so it resumes from their work.
+void EngineLoop::PreemptBackground() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return;
+  }
+  for (auto& slot : slots_) {
+    if (slot && slot->task.background) Finish(*slot, api::FinishReason::kCancelled);
+  }
+}
+
 void EngineLoop::AdmitQueued() {
+  PreemptBackground();
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]) continue;
     std::optional<Queued> q = PopValidTask(/*background=*/false);
@@ -223,6 +241,10 @@ void EngineLoop::AdmitQueued() {
 bool EngineLoop::Admit(Queued q, size_t slot_index) {
   const auto& prompt = q.task.prompt;
   auto lease = cache_->Acquire(q.task.cache_namespace, prompt, static_cast<int32_t>(prompt.size()) - 1);
+  // Shadows are the first to give their sequence up.
+  while (!lease && !q.task.background && DropOneShadow()) {
+    lease = cache_->Acquire(q.task.cache_namespace, prompt, static_cast<int32_t>(prompt.size()) - 1);
+  }
   if (!lease) {
     std::lock_guard<std::mutex> lock(mu_);
     (q.task.background ? background_queue_ : queue_).push_front(std::move(q));
@@ -249,6 +271,7 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
     ++slot->next_snapshot;
   }
   slot->t_admitted = Clock::now();
+  if (static_cast<int32_t>(slot->n_prompt_done) == slot->task.generation_start) StartShadow(*slot);
   slots_[slot_index] = std::move(slot);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy++;
@@ -356,6 +379,9 @@ void EngineLoop::BuildBatch() {
     budget -= static_cast<int>(end - slot->n_prompt_done);
     slot->n_prompt_done = end;
   }
+  for (auto& slot : slots_) {
+    if (slot && slot->shadow) AddShadowTokens(*slot, budget);
+  }
 }
 
 void EngineLoop::TakeSnapshots(Slot& slot) {
@@ -364,12 +390,32 @@ void EngineLoop::TakeSnapshots(Slot& slot) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
     if (at == slot.n_prompt_done) {
       cache_->SnapshotPartial(slot.task.cache_namespace, slot.seq, std::span(slot.task.prompt).subspan(0, at));
+      if (static_cast<int32_t>(at) == slot.task.generation_start) StartShadow(slot);
     }
     ++slot.next_snapshot;
   }
 }
 
 void EngineLoop::CommitStep() {
+  int64_t shadow_fed = 0;
+  for (auto& slot : slots_) {
+    if (!slot || !slot->shadow || slot->shadow->n_in_batch == 0) continue;
+    Slot::Shadow& sh = *slot->shadow;
+    const auto from = sh.target.tokens.begin() + sh.fork + static_cast<std::ptrdiff_t>(sh.fed.size());
+    sh.fed.insert(sh.fed.end(), from, from + static_cast<std::ptrdiff_t>(sh.n_in_batch));
+    sh.unfed -= static_cast<int>(sh.n_in_batch);
+    sh.fed_content = sh.target.basis_content;
+    sh.fed_reasoning = sh.target.basis_reasoning;
+    shadow_fed += static_cast<int64_t>(sh.n_in_batch);
+    sh.n_in_batch = 0;
+  }
+  if (shadow_fed > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.shadow_tokens += shadow_fed;
+  }
+  // Sample every slot before emitting any token: emitting may finish a request, and a
+  // finishing shadow decodes its last tokens (DrainShadow), which replaces the logits.
+  std::vector<std::pair<Slot*, engine::Token>> sampled;
   for (auto& slot : slots_) {
     if (!slot || !slot->in_batch) continue;
     if (!slot->pending) TakeSnapshots(*slot);
@@ -386,9 +432,9 @@ void EngineLoop::CommitStep() {
       stats_.prompt_tokens_cached += slot->n_cached;
       stats_.prompt_tokens_prefilled += static_cast<int64_t>(slot->task.prompt.size()) - slot->n_cached;
     }
-    const engine::Token token = slot->sampler->Sample(*ctx_, *slot->logits_index);
-    EmitToken(*slot, token);
+    sampled.emplace_back(slot.get(), slot->sampler->Sample(*ctx_, *slot->logits_index));
   }
+  for (auto [slot, token] : sampled) EmitToken(*slot, token);
 }
 
 void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
@@ -403,6 +449,7 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
       api::Delta delta = ToApiDelta(d);
       if (!IsEmpty(delta)) slot.stream->PushDelta(std::move(delta));
     }
+    if (slot.shadow) PostShadowProgress(slot);
   } else if (!r.text.empty()) {
     slot.completion.content += r.text;
     slot.stream->PushDelta({.content = r.text});
@@ -464,11 +511,13 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
       stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
     }
     LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
-    if (on_finished_) {
-      // A cut-off client sends back what it received, not what was generated after.
-      auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
-      on_finished_(slot.task, delivered ? *delivered : c);
-    }
+    // A cut-off client sends back what it received, not what was generated after.
+    auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
+    // A cut-off reply is prepared by warm-ahead alone: it snapshots each of the reply's
+    // last positions, since the client may have read less than was sent, and a shadow
+    // already past them would skip those snapshots.
+    EndShadow(slot, reason == api::FinishReason::kCancelled ? nullptr : &c);
+    if (on_finished_) on_finished_(slot.task, delivered ? *delivered : c);
     slot.stream->PushDone(std::move(c));
   }
   Release(slot, /*keep_in_cache=*/true);
@@ -480,6 +529,7 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
     stats_.requests_failed++;
   }
   std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
+  EndShadow(slot, nullptr);
   slot.stream->PushError(error);
   Release(slot, /*keep_in_cache=*/false);
 }
@@ -501,6 +551,148 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy--;
+}
+
+// Forks the slot's sequence, which holds exactly prompt[0, generation_start), for shadow
+// prefill; skipped when nothing would render targets or no sequence is to spare.
+void EngineLoop::StartShadow(Slot& slot) {
+  if (slot.shadow || !slot.parser || !on_progress_ || !config_.shadow_prefill) return;
+  std::optional<int32_t> seq = cache_->Fork(slot.seq);
+  if (!seq) return;
+  Slot::Shadow sh;
+  sh.seq = *seq;
+  sh.fork = slot.task.generation_start;
+  sh.mailbox = std::make_shared<ShadowMailbox>();
+  slot.shadow = std::move(sh);
+}
+
+// Hands the reply so far to the renderer when it has a new word break (targets end at
+// one, see PlanShadow) and no render is in flight.
+void EngineLoop::PostShadowProgress(Slot& slot) {
+  Slot::Shadow& sh = *slot.shadow;
+  const auto& out = slot.parser->output();
+  const int phase = !out.tool_calls.empty() ? 2 : !out.content.empty() ? 1 : 0;
+  const std::string& growing = phase == 0 ? out.reasoning : out.content;
+  const size_t mark = phase == 2 ? out.tool_calls.size() : growing.find_last_of(" \n\t\r");
+  if (std::pair(phase, mark) == sh.posted) return;
+  auto mailbox = sh.mailbox;
+  {
+    std::lock_guard<std::mutex> lock(mailbox->mu);
+    if (mailbox->busy) return;
+    mailbox->busy = true;
+  }
+  sh.posted = {phase, mark};
+  api::Completion partial;
+  partial.content = out.content;
+  partial.reasoning = out.reasoning;
+  for (const auto& call : out.tool_calls) partial.tool_calls.push_back({call.id, call.name, call.arguments});
+  on_progress_(slot.task, partial, mailbox);
+  if (config_.shadow_wait_ms > 0) {
+    std::unique_lock<std::mutex> lock(mailbox->mu);
+    mailbox->cv.wait_for(lock, std::chrono::milliseconds(config_.shadow_wait_ms), [&] { return !mailbox->busy; });
+  }
+}
+
+// Takes the newest target from the mailbox. Returns how many of its tokens the shadow
+// has yet to be fed, or -1 when it does not continue what the shadow holds.
+int EngineLoop::UnfedShadowTokens(Slot& slot) {
+  Slot::Shadow& sh = *slot.shadow;
+  {
+    std::lock_guard<std::mutex> lock(sh.mailbox->mu);
+    if (sh.mailbox->version == sh.version) return sh.version == 0 ? 0 : sh.unfed;
+    sh.version = sh.mailbox->version;
+    sh.target = sh.mailbox->target;
+  }
+  const auto& t = sh.target.tokens;
+  const auto done = static_cast<size_t>(sh.fork) + sh.fed.size();
+  const auto& prompt = slot.task.prompt;
+  if (t.size() < done) {
+    // Not past what was fed (a word was cut again): fine while it agrees so far.
+    sh.unfed = 0;
+    const bool agrees = t.size() <= static_cast<size_t>(sh.fork) ||
+                        std::equal(sh.fed.begin(), sh.fed.begin() + static_cast<std::ptrdiff_t>(t.size() - sh.fork),
+                                   t.begin() + sh.fork);
+    return agrees ? 0 : -1;
+  }
+  const bool continues = std::equal(prompt.begin(), prompt.begin() + sh.fork, t.begin()) &&
+                         std::equal(sh.fed.begin(), sh.fed.end(), t.begin() + sh.fork);
+  sh.unfed = continues ? static_cast<int>(t.size() - done) : -1;
+  return sh.unfed;
+}
+
+// Puts up to kShadowChunk of the newest target's next tokens in the batch.
+void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
+  Slot::Shadow& sh = *slot.shadow;
+  sh.n_in_batch = 0;
+  const int unfed = UnfedShadowTokens(slot);
+  if (unfed < 0) {
+    EndShadow(slot, nullptr);
+    return;
+  }
+  const size_t n = static_cast<size_t>(std::min({unfed, kShadowChunk, std::max(budget, 0)}));
+  const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
+  for (size_t i = 0; i < n; ++i) {
+    batch_.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
+  }
+  sh.n_in_batch = n;
+  budget -= static_cast<int>(n);
+}
+
+// The reply ended: feeds the shadow what its newest target still holds, in one decode of
+// its own (the step's logits are no longer needed).
+void EngineLoop::DrainShadow(Slot& slot) {
+  Slot::Shadow& sh = *slot.shadow;
+  const int unfed = UnfedShadowTokens(slot);
+  if (unfed <= 0) return;
+  const size_t n = static_cast<size_t>(std::min(unfed, config_.context.n_batch));
+  const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
+  engine::Batch b;
+  for (size_t i = 0; i < n; ++i) b.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
+  if (!ctx_->Decode(b).ok()) return;  // out of room: memory unchanged, keep what was fed
+  const auto from = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(at);
+  sh.fed.insert(sh.fed.end(), from, from + static_cast<std::ptrdiff_t>(n));
+  sh.unfed -= static_cast<int>(n);
+  sh.fed_content = sh.target.basis_content;
+  sh.fed_reasoning = sh.target.basis_reasoning;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.shadow_tokens += static_cast<int64_t>(n);
+}
+
+// The request is over: the shadow goes to the cache when `final_reply` (what the client
+// will send back) still begins with what its target was rendered from; else, or without
+// a final reply, it is released.
+void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply) {
+  if (!slot.shadow) return;
+  Slot::Shadow& sh = *slot.shadow;
+  if (final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
+      final_reply->reasoning.starts_with(sh.target.basis_reasoning)) {
+    DrainShadow(slot);
+  }
+  const bool keep = final_reply != nullptr && !sh.fed.empty() && final_reply->content.starts_with(sh.fed_content) &&
+                    final_reply->reasoning.starts_with(sh.fed_reasoning);
+  if (keep) {
+    std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
+    tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
+    cache_->Adopt(slot.task.cache_namespace, sh.seq, tokens);
+  } else {
+    cache_->Release(sh.seq);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    (keep ? stats_.shadows_kept : stats_.shadows_dropped)++;
+  }
+  slot.shadow.reset();
+}
+
+// Releases the shadow of the youngest request; false when there is none.
+bool EngineLoop::DropOneShadow() {
+  Slot* youngest = nullptr;
+  for (auto& slot : slots_) {
+    if (slot && slot->shadow && (!youngest || slot->t_admitted > youngest->t_admitted)) youngest = slot.get();
+  }
+  if (youngest == nullptr) return false;
+  EndShadow(*youngest, nullptr);
+  return true;
 }
 
 // One line per request: what was reused and from where, what was computed, and why

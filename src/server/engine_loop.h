@@ -14,7 +14,10 @@
 //  2. Every submitted task ends with exactly one kDone or kError event on its stream.
 //  3. The wait queue never holds more than max_queued tasks; Submit refuses the rest.
 //  4. Background tasks (warm-ahead) run only while no request waits or runs; a request
-//     arriving preempts them at the next step, keeping what they prefilled.
+//     arriving preempts them before it is admitted, keeping what they prefilled.
+//  5. A shadow sequence (shadow.h) lives only as long as its request; it holds
+//     prompt[0, fork) + tokens of a target the worker rendered, and reaches the cache
+//     only when the final reply still begins with what that target was rendered from.
 #pragma once
 
 #include <atomic>
@@ -47,6 +50,8 @@ struct EngineConfig {
   size_t cache_disk_bytes = 8ull << 30;
   std::string cache_namespace;     // model fingerprint + context settings; tasks add their salt
   bool verbose = false;            // one log line per request
+  bool shadow_prefill = true;      // shadow.h; needs a progress callback
+  int shadow_wait_ms = 0;          // tests: wait this long for each shadow render, for determinism
 };
 
 struct EngineStats {
@@ -63,6 +68,9 @@ struct EngineStats {
   int64_t volatile_spans = 0;
   int64_t background_tasks = 0;
   int64_t background_tokens = 0;
+  int64_t shadow_tokens = 0;       // fed to shadow sequences
+  int64_t shadows_kept = 0;        // given to the cache when their reply ended
+  int64_t shadows_dropped = 0;     // released: the reply went elsewhere, or room ran out
   cache::CacheStats cache;
 };
 
@@ -85,6 +93,12 @@ class EngineLoop {
   using FinishedCallback = std::function<void(const GenerationTask&, const api::Completion&)>;
   void SetFinishedCallback(FinishedCallback callback) { on_finished_ = std::move(callback); }
 
+  // Called on the loop thread while a chat reply is generated, with the reply so far and
+  // the mailbox its shadow target goes to (see shadow.h). Must be quick. Set before Start.
+  using ProgressCallback =
+      std::function<void(const GenerationTask&, const api::Completion&, std::shared_ptr<ShadowMailbox>)>;
+  void SetProgressCallback(ProgressCallback callback) { on_progress_ = std::move(callback); }
+
   EngineStats stats() const;
   // JSON summary of the prefix cache (GET /v1/cache).
   std::string DescribeCache() const;
@@ -104,6 +118,14 @@ class EngineLoop {
   void ExplainDivergence(Slot& slot);
   void DropCancelled();
   void TakeSnapshots(Slot& slot);
+  void StartShadow(Slot& slot);
+  void PostShadowProgress(Slot& slot);
+  int UnfedShadowTokens(Slot& slot);
+  void AddShadowTokens(Slot& slot, int& budget);
+  void DrainShadow(Slot& slot);
+  void EndShadow(Slot& slot, const api::Completion* final_reply);
+  bool DropOneShadow();
+  void PreemptBackground();
   void BuildBatch();
   Status DecodeMakingRoom();
   bool RequeueYoungestPrefill();
@@ -123,6 +145,7 @@ class EngineLoop {
   std::unique_ptr<cache::DiskStore> disk_;
   std::unique_ptr<cache::PrefixCache> cache_;
   FinishedCallback on_finished_;
+  ProgressCallback on_progress_;
   std::vector<std::unique_ptr<Slot>> slots_;  // null when free
   engine::Batch batch_;
 

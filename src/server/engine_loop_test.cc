@@ -196,40 +196,6 @@ TEST_F(EngineLoopTest, ConcurrentTasksEachGetExactlyOneDone) {
   EXPECT_GT(st.decode_calls, 0);
 }
 
-// How many greedy steps from `prompt` have a clear winner: top two logits more than
-// kClearGap apart. Decoding in another batch sums in another order and moves logits by up
-// to about 1e-3 relative (see engine/context_test.cc), which can flip a near-tie; a
-// batching bug (wrong position, wrong logits row, state shared between sequences) flips
-// clear winners too.
-constexpr float kClearGap = 0.03f;
-
-int ClearGreedySteps(const engine::Model& model, const std::vector<engine::Token>& prompt, int max_steps) {
-  engine::ContextOptions o;
-  o.n_ctx = 1024;
-  o.n_batch = 64;
-  o.n_ubatch = 64;
-  o.n_seq_max = 1;
-  o.n_threads = 2;
-  auto ctx = engine::Context::Create(model, o);
-  if (!ctx.ok() || !(*ctx)->Prefill(0, prompt, 0, true).ok()) return 0;
-  int index = (*ctx)->LastPrefillIndex();
-  for (int step = 0; step < max_steps; ++step) {
-    auto logits = (*ctx)->Logits(index);
-    std::vector<float> v(logits.begin(), logits.end());
-    if (v.size() < 2) return step;
-    auto best = std::max_element(v.begin(), v.end());
-    const auto token = static_cast<engine::Token>(best - v.begin());
-    const float top = *best;
-    *best = -1e30f;
-    if (top - *std::max_element(v.begin(), v.end()) <= kClearGap) return step;
-    if (model.IsEndOfGeneration(token)) return step + 1;
-    engine::Batch b;
-    index = b.Add(token, (*ctx)->SeqLength(0), 0, true);
-    if (!(*ctx)->Decode(b).ok()) return step;
-  }
-  return max_steps;
-}
-
 // Continuous batching must not change results: a greedy task says the same thing alone
 // as it does decoded together with others, whether they start with it or join later.
 // Each task generates only as far as its greedy choices are numerically clear.
@@ -240,7 +206,7 @@ TEST_F(EngineLoopTest, GreedyOutputIsTheSameAloneOrBatched) {
   int n_compared = 0;
   for (int i = 0; i < kN; ++i) {
     tasks.push_back(Task(kPrompts[i], 16));
-    tasks.back().max_tokens = std::max(1, ClearGreedySteps(*model_, tasks.back().prompt, 16));
+    tasks.back().max_tokens = std::max(1, testing::ClearGreedySteps(*model_, tasks.back().prompt, 16));
     n_compared += tasks.back().max_tokens;
     Outcome o = RunAlone(tasks.back());
     ASSERT_TRUE(o.done) << o.error.ToString();

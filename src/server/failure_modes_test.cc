@@ -36,6 +36,7 @@ class FailureModesTest : public ::testing::Test {
     ec.n_parallel = 2;
     ec.context.n_seq_max = 4;
     ec.cache_namespace = model_->info().fingerprint;
+    ec.shadow_wait_ms = 5000;  // every shadow render lands before the next token: deterministic
     loop_ = std::make_unique<EngineLoop>(*model_, ec);
     HttpConfig hc;
     hc.port = 0;
@@ -53,11 +54,12 @@ class FailureModesTest : public ::testing::Test {
     if (loop_) loop_->Stop();
   }
 
-  json Chat(const json& messages, bool think, int max_tokens = 24) {
+  json Chat(const json& messages, bool think, int max_tokens = 24, const std::string& salt = "") {
     json body = {{"messages", messages},
                  {"max_tokens", max_tokens},
                  {"temperature", 0},
                  {"chat_template_kwargs", {{"enable_thinking", think}}}};
+    if (!salt.empty()) body["cache_salt"] = salt;
     auto res = client_->Post("/v1/chat/completions", body.dump(), "application/json");
     EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
     return res ? json::parse(res->body) : json{};
@@ -71,6 +73,17 @@ class FailureModesTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ADD_FAILURE() << "warm-ahead did not finish";
+  }
+
+  // The prompt the server builds for `messages`.
+  std::vector<engine::Token> PromptTokens(const json& messages, bool think) {
+    std::vector<engine::ChatMessage> ms;
+    for (const auto& m : messages) ms.push_back({.role = m["role"], .content = m["content"]});
+    engine::RenderOptions o;
+    o.enable_thinking = think;
+    auto r = tmpl_->Render(ms, o);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? model_->Tokenize(r->prompt, false, true) : std::vector<engine::Token>{};
   }
 
   // Tokens new in `messages` (whose first `carried` messages were in the previous
@@ -120,6 +133,47 @@ TEST_F(FailureModesTest, TemplateTrapFollowUpsPrefillOnlyNewTokens) {
       messages.push_back({{"role", "user"}, {"content", "And then what happens in turn " + std::to_string(turn) + "?"}});
       Settle(++warm);
     }
+  }
+}
+
+// A client that answers at once (an agent returning tool results, a scripted client)
+// leaves warm-ahead no idle time: the shadow prefilled the re-rendered reply while it was
+// generated, so the follow-up still prefills only its new tokens, and what it computes
+// equals a cold run (over the greedy steps with a clear winner).
+TEST_F(FailureModesTest, FollowUpsWithoutIdleTimePrefillOnlyNewTokens) {
+  for (bool think : {false, true}) {
+    json messages = {{{"role", "system"}, {"content", std::string(think ? "T" : "F") + " Be brief. " + std::string(200, 'z')}},
+                     {{"role", "user"}, {"content", "Tell me about caches."}}};
+    const int64_t kept_before = loop_->stats().shadows_kept;
+    constexpr int kTurns = 4;
+    for (int turn = 0; turn < kTurns; ++turn) {
+      const bool last = turn + 1 == kTurns;
+      const int clear = last ? testing::ClearGreedySteps(*model_, PromptTokens(messages, think), 16) : 0;
+      json r = Chat(messages, think, last ? std::max(clear, 1) : 40);
+      const auto& usage = r["usage"];
+      const int prompt = usage["prompt_tokens"], cached = usage["prompt_tokens_details"]["cached_tokens"];
+      if (turn > 0) {
+        // The reply's last word cannot be shadowed: until the reply ends, more text could
+        // still join it. (The random model's "words" run to several tokens.)
+        const std::string reply = messages[messages.size() - 2]["content"];
+        const size_t cut = reply.find_last_of(" \n\t\r");
+        const auto last_word = model_->Tokenize(cut == std::string::npos ? reply : reply.substr(cut), false, false);
+        const int fresh = NewTokens(messages, messages.size() - 1, think);
+        EXPECT_LE(prompt - cached, 1.02 * fresh + 8 + static_cast<double>(last_word.size()))
+            << "think=" << think << " turn " << turn << " new=" << fresh << " usage=" << usage.dump();
+      }
+      if (last && clear > 0) {
+        // The same request in a namespace of its own: computed from scratch.
+        json cold = Chat(messages, think, clear, "cold-" + std::to_string(think));
+        EXPECT_EQ(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+        EXPECT_EQ(cold["choices"][0]["message"], r["choices"][0]["message"]) << "think=" << think;
+      }
+      messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
+      messages.push_back({{"role", "user"}, {"content", "Why, in turn " + std::to_string(turn) + "?"}});
+    }
+    // (With thinking on, the random model rarely leaves its reasoning, so there is often
+    // no content to shadow: the re-rendered reply is then only its closing tokens.)
+    if (!think) EXPECT_GE(loop_->stats().shadows_kept - kept_before, kTurns - 1);
   }
 }
 

@@ -79,6 +79,10 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
     warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);
     engine_.SetFinishedCallback(
         [w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& c) { w->OnFinished(task, c); });
+    engine_.SetProgressCallback([w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& partial,
+                                                        std::shared_ptr<ShadowMailbox> mailbox) {
+      w->OnProgress(task, partial, std::move(mailbox));
+    });
   }
   RegisterRoutes();
 }

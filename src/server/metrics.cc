@@ -46,6 +46,12 @@ std::string FormatPrometheus(const EngineStats& s) {
   Add(&out, "volatile_spans_total", "counter", "Prompts whose reuse a per-request span cut short.", s.volatile_spans);
   Add(&out, "warm_ahead_tasks_total", "counter", "Background prefills of a next turn.", s.background_tasks);
   Add(&out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
+  Add(&out, "shadow_tokens_total", "counter", "Tokens of re-rendered replies prefilled while they were generated.",
+      s.shadow_tokens);
+  Add(&out, "shadows_kept_total", "counter", "Shadow sequences given to the cache when their reply ended.",
+      s.shadows_kept);
+  Add(&out, "shadows_dropped_total", "counter",
+      "Shadow sequences released (reply cut off or diverged, room needed, failure).", s.shadows_dropped);
   return out;
 }
 

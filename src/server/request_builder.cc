@@ -93,6 +93,16 @@ std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine:
       if (prompt[static_cast<size_t>(i)] == *turn_marker_) out.push_back(i);
     }
   }
+  out.push_back(GenerationStart(prompt, generation_prompt));
+  out.push_back(n);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int32_t RequestBuilder::GenerationStart(const std::vector<engine::Token>& prompt,
+                                       const std::string& generation_prompt) const {
+  const auto n = static_cast<int32_t>(prompt.size());
   // The generation prompt minus what a re-rendered assistant turn does not repeat.
   size_t common = 0;
   while (common < generation_prompt.size() && common < assistant_start_.size() &&
@@ -101,12 +111,9 @@ std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine:
   }
   if (common > 0 && common < generation_prompt.size()) {
     const auto n_suffix = static_cast<int32_t>(model_.Tokenize(generation_prompt.substr(common), false, true).size());
-    if (n_suffix > 0 && n_suffix < n) out.push_back(n - n_suffix);
+    if (n_suffix > 0 && n_suffix < n) return n - n_suffix;
   }
-  out.push_back(n);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return n;
 }
 
 std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::GenerationRequest& request) const {
@@ -140,6 +147,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
   out.task.output_format = rendered->output_format;
   out.task.stop = rendered->additional_stops;
   out.task.snapshot_positions = SnapshotPositions(out.task.prompt, rendered->generation_prompt);
+  out.task.generation_start = GenerationStart(out.task.prompt, rendered->generation_prompt);
   return out;
 }
 

@@ -52,6 +52,10 @@ class RequestBuilder {
                                          const std::string& generation_prompt) const;
 
  private:
+  // Where generation starts as re-rendered history sees it: the prompt's end minus the
+  // generation prompt's suffix that a past assistant turn does not repeat.
+  int32_t GenerationStart(const std::vector<engine::Token>& prompt, const std::string& generation_prompt) const;
+
   const engine::Model& model_;
   const engine::ChatTemplate& template_;
   int n_ctx_;

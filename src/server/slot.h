@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/types.h"
@@ -16,6 +17,7 @@
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
 #include "server/request_stream.h"
+#include "server/shadow.h"
 #include "server/task.h"
 
 namespace hearth::server {
@@ -39,6 +41,22 @@ struct Slot {
   bool in_batch = false;                 // has tokens in the batch being decoded
   std::optional<int> logits_index;       // its logits row in that batch, when it samples
   api::Completion completion;            // text accumulates here for non-parsed output
+
+  // Shadow prefill (shadow.h): a forked sequence fed the reply as the next request will
+  // carry it. Holds prompt[0, fork) + fed.
+  struct Shadow {
+    engine::SeqId seq = 0;
+    int32_t fork = 0;
+    std::vector<engine::Token> fed;     // after the fork
+    size_t n_in_batch = 0;              // of the next target tokens, in the batch being decoded
+    std::shared_ptr<ShadowMailbox> mailbox;
+    uint64_t version = 0;               // of the target below
+    ShadowTarget target;                // the newest one checked against the prompt
+    int unfed = 0;                      // of target.tokens, not yet fed (or in the batch)
+    std::string fed_content, fed_reasoning;  // basis of the target the last fed tokens came from
+    std::pair<int, size_t> posted{-1, 0};  // what the last render was asked for (phase, word break)
+  };
+  std::optional<Shadow> shadow;
 
   std::chrono::steady_clock::time_point t_admitted;
   std::chrono::steady_clock::time_point t_prefilled;

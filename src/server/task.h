@@ -28,6 +28,10 @@ struct GenerationTask {
   // of generation), ascending. Partial snapshots are taken there during prefill.
   std::string cache_namespace;
   std::vector<int32_t> snapshot_positions;
+  // Chat prompts: where generation starts as re-rendered history sees it (before the
+  // template's generation suffix, e.g. "<think>\n"); one of snapshot_positions. Shadow
+  // prefill (shadow.h) forks here. -1: none.
+  int32_t generation_start = -1;
 
   // Background work (warm-ahead): runs only while no request waits, is preempted by
   // any, and produces no output; only its snapshots matter.

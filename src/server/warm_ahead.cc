@@ -1,6 +1,7 @@
 #include "server/warm_ahead.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace hearth::server {
 namespace {
@@ -40,14 +41,78 @@ api::GenerationRequest NextRequest(const api::GenerationRequest& request, const 
   return next;
 }
 
+size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engine::Token>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// `text` up to its last whitespace run that follows other text: the part whose tokens
+// more text cannot change (pre-tokenizers split before whitespace).
+std::string UpToLastWordBreak(const std::string& text) {
+  auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  for (size_t i = text.size(); i-- > 1;) {
+    if (space(text[i]) && !space(text[i - 1])) return text.substr(0, i);
+  }
+  return "";
+}
+
+constexpr char kPlaceholder[] = "hearth warm-ahead placeholder one";
+
 }  // namespace
+
+std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api::GenerationRequest& request,
+                                       const api::Completion& partial) {
+  if (request.messages.empty() || request.prompt) return std::nullopt;
+  api::Completion r = partial;
+  r.finish_reason = api::FinishReason::kStop;
+  // Tool calls come last; their arguments are re-serialized when the reply is complete.
+  // Before them, content and reasoning are final, and the next message is a tool result.
+  for (auto& call : r.tool_calls) call.arguments = "{}";
+  const bool content_growing = r.tool_calls.empty() && !r.content.empty();
+  const bool reasoning_growing = r.tool_calls.empty() && r.content.empty();
+  if (content_growing) r.content = UpToLastWordBreak(r.content);
+  if (reasoning_growing) r.reasoning = UpToLastWordBreak(r.reasoning);
+  auto render = [&](const api::Completion& c) -> std::optional<std::vector<engine::Token>> {
+    auto out = builder.Render(NextRequest(request, c, kPlaceholder));
+    if (!std::holds_alternative<BuildResult>(out)) return std::nullopt;
+    return std::move(std::get<BuildResult>(out).task.prompt);
+  };
+  auto base = render(r);
+  if (!base) return std::nullopt;
+  // Probe where the text ends in token space: one more character in the content (and in
+  // the reasoning while it grows) changes the tokens from there on.
+  api::Completion probe = r;
+  probe.content += "\x01";
+  auto with_content = render(probe);
+  if (!with_content) return std::nullopt;
+  size_t end = CommonPrefix(*base, *with_content);
+  if (reasoning_growing) {
+    probe = r;
+    probe.reasoning += "\x01";
+    auto with_reasoning = render(probe);
+    if (!with_reasoning) return std::nullopt;
+    end = std::min(end, CommonPrefix(*base, *with_reasoning));
+  }
+  // After anything but a plain letter or digit, the last token may still merge with
+  // what follows (".\n" is one token).
+  const std::string& cut = content_growing ? r.content : r.reasoning;
+  const bool word_end = !cut.empty() && std::isalnum(static_cast<unsigned char>(cut.back())) != 0;
+  if (!word_end) end = end > 0 ? end - 1 : 0;
+  if (end == 0) return std::nullopt;
+  ShadowTarget target;
+  target.tokens.assign(base->begin(), base->begin() + static_cast<std::ptrdiff_t>(end));
+  target.basis_content = r.content;
+  target.basis_reasoning = r.reasoning;
+  return target;
+}
 
 std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,
                                             const api::Completion& reply) {
   if (request.messages.empty() || request.prompt) return std::nullopt;
   // Two renders that differ only in the placeholder's text: their common token prefix
   // ends where the next message's own content starts.
-  auto a = builder.Render(NextRequest(request, reply, "hearth warm-ahead placeholder one"));
+  auto a = builder.Render(NextRequest(request, reply, kPlaceholder));
   auto b = builder.Render(NextRequest(request, reply, "HEARTH WARM-AHEAD PLACEHOLDER TWO"));
   if (!std::holds_alternative<BuildResult>(a) || !std::holds_alternative<BuildResult>(b)) return std::nullopt;
   const auto& ta = std::get<BuildResult>(a).task;
@@ -67,7 +132,7 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
     // more character part there.
     api::Completion longer = reply;
     longer.content += "\x01";
-    auto c = builder.Render(NextRequest(request, longer, "hearth warm-ahead placeholder one"));
+    auto c = builder.Render(NextRequest(request, longer, kPlaceholder));
     if (std::holds_alternative<BuildResult>(c)) {
       const auto& tc = std::get<BuildResult>(c).task.prompt;
       int32_t end = 0;
@@ -99,25 +164,57 @@ WarmAhead::~WarmAhead() {
 
 void WarmAhead::OnFinished(const GenerationTask& task, const api::Completion& reply) {
   if (!task.request || task.background) return;
+  Push({task.request, reply, nullptr});
+}
+
+void WarmAhead::OnProgress(const GenerationTask& task, const api::Completion& partial,
+                           std::shared_ptr<ShadowMailbox> mailbox) {
+  if (!task.request || task.background) {
+    mailbox->Skip();
+    return;
+  }
+  Push({task.request, partial, std::move(mailbox)});
+}
+
+void WarmAhead::Push(Job job) {
+  std::shared_ptr<ShadowMailbox> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (jobs_.size() >= kMaxPendingJobs) jobs_.pop_front();
-    jobs_.emplace_back(task.request, reply);
+    if (jobs_.size() >= kMaxPendingJobs) {
+      dropped = std::move(jobs_.front().mailbox);
+      jobs_.pop_front();
+    }
+    jobs_.push_back(std::move(job));
   }
+  if (dropped) dropped->Skip();
   cv_.notify_one();
 }
 
 void WarmAhead::Run() {
   while (true) {
-    std::pair<std::shared_ptr<const api::GenerationRequest>, api::Completion> job;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (stopping_) return;
+      if (stopping_) {
+        for (auto& j : jobs_) {
+          if (j.mailbox) j.mailbox->Skip();
+        }
+        return;
+      }
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    if (auto task = PlanWarmAhead(builder_, *job.first, job.second)) (void)engine_.Submit(std::move(*task));
+    if (job.mailbox) {
+      auto target = PlanShadow(builder_, *job.request, job.reply);
+      if (target) {
+        job.mailbox->Publish(std::move(*target));
+      } else {
+        job.mailbox->Skip();
+      }
+    } else if (auto task = PlanWarmAhead(builder_, *job.request, job.reply)) {
+      (void)engine_.Submit(std::move(*task));
+    }
   }
 }
 

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include "engine/context.h"
 
 namespace hearth::testing {
 namespace {
@@ -63,6 +66,33 @@ const engine::Model* LoadTestModel(std::string_view arch) {
   const engine::Model* raw = m->get();
   models.emplace(std::string(arch), std::move(*m));
   return raw;
+}
+
+int ClearGreedySteps(const engine::Model& model, const std::vector<engine::Token>& prompt, int max_steps) {
+  engine::ContextOptions o;
+  o.n_ctx = 1024;
+  o.n_batch = 64;
+  o.n_ubatch = 64;
+  o.n_seq_max = 1;
+  o.n_threads = 1;
+  auto ctx = engine::Context::Create(model, o);
+  if (!ctx.ok() || !(*ctx)->Prefill(0, prompt, 0, true).ok()) return 0;
+  int index = (*ctx)->LastPrefillIndex();
+  for (int step = 0; step < max_steps; ++step) {
+    auto logits = (*ctx)->Logits(index);
+    std::vector<float> v(logits.begin(), logits.end());
+    if (v.size() < 2) return step;
+    auto best = std::max_element(v.begin(), v.end());
+    const auto token = static_cast<engine::Token>(best - v.begin());
+    const float top = *best;
+    *best = -1e30f;
+    if (top - *std::max_element(v.begin(), v.end()) <= kClearGap) return step;
+    if (model.IsEndOfGeneration(token)) return step + 1;
+    engine::Batch b;
+    index = b.Add(token, (*ctx)->SeqLength(0), 0, true);
+    if (!(*ctx)->Decode(b).ok()) return step;
+  }
+  return max_steps;
 }
 
 }  // namespace hearth::testing

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/model.h"
 
@@ -26,5 +27,14 @@ std::string MakeTempDir();
 // Loads tiny-<arch>.gguf once per process. Fails the calling test (ADD_FAILURE) and
 // returns nullptr when it cannot.
 const engine::Model* LoadTestModel(std::string_view arch);
+
+// How many greedy steps from `prompt` have a clear winner: top two logits more than
+// kClearGap apart, decoding alone in a fresh context. Decoding in another batch sums in
+// another order and moves logits by up to about 1e-3 relative (see
+// engine/context_test.cc), which can flip a near-tie; a batching or caching bug (wrong
+// position, wrong logits row, state shared between sequences) flips clear winners too.
+// Compare greedy outputs only over these steps.
+inline constexpr float kClearGap = 0.03f;
+int ClearGreedySteps(const engine::Model& model, const std::vector<engine::Token>& prompt, int max_steps);
 
 }  // namespace hearth::testing

@@ -1,0 +1,65 @@
+// Shadow prefill: warm-ahead while the reply is still being generated.
+//
+// Warm-ahead (warm_ahead.h) prepares the next request's rendering of a reply after it
+// ends, while the server is idle. An agent sending tool results, or any client replying
+// at once, leaves no idle time, and the next prompt would prefill the whole re-rendered
+// reply. So while a chat reply is generated, a second sequence, forked at the start of
+// generation, is fed the reply as the next request will carry it (re-rendered by the
+// template: think scaffold dropped, content trimmed), a few tokens per decode step in the
+// same batch. When the reply ends, only its last word and closing tokens are left.
+//
+// Who does what:
+//   - the engine loop forks the shadow, posts the partial reply whenever no render is in
+//     flight, feeds the newest target's tokens, and when the reply ends gives the shadow
+//     to the cache if the final reply still begins with what the target was rendered
+//     from (else it is released: no state nobody can reach);
+//   - the warm-ahead worker renders targets (PlanShadow) and publishes them here.
+//
+// Threads: the mailbox is shared by the loop and the worker; every field is guarded by mu.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/types.h"
+
+namespace hearth::server {
+
+// A rendering of the next request up to a point that more generated text cannot change.
+struct ShadowTarget {
+  std::vector<engine::Token> tokens;  // from the prompt's first token
+  // What it was rendered from: the final reply must begin with these.
+  std::string basis_content;
+  std::string basis_reasoning;
+};
+
+struct ShadowMailbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  ShadowTarget target;    // guarded by mu
+  uint64_t version = 0;   // guarded by mu; bumped with every published target
+  bool busy = false;      // guarded by mu; a render is in flight
+
+  void Publish(ShadowTarget t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      target = std::move(t);
+      ++version;
+      busy = false;
+    }
+    cv.notify_all();
+  }
+  // The render gave nothing new (or was dropped): ready for the next one.
+  void Skip() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      busy = false;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,128 @@
+#include "server/warm_ahead.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "testing/test_env.h"
+
+namespace hearth::server {
+namespace {
+
+// Shadow targets must never promise tokens the next request will not carry: for every
+// prefix of a reply, the target is a prefix of what warm-ahead renders once the reply is
+// complete. Real Qwen3.5 template and tokenizer.
+class PlanShadowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadTestModel("qwen35");
+    ASSERT_NE(model_, nullptr);
+    auto t = engine::ChatTemplate::Create(*model_, "");
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tmpl_ = std::move(*t);
+    builder_ = std::make_unique<RequestBuilder>(*model_, *tmpl_, 8192, "test");
+  }
+
+  api::GenerationRequest Request(bool think) const {
+    api::GenerationRequest r;
+    r.enable_thinking = think;
+    r.messages.push_back({.role = "system", .content = "You are terse."});
+    r.messages.push_back({.role = "user", .content = "Explain prefix caching, briefly."});
+    return r;
+  }
+
+  std::vector<engine::Token> Final(const api::GenerationRequest& request, const api::Completion& reply) const {
+    auto task = PlanWarmAhead(*builder_, request, reply);
+    EXPECT_TRUE(task.has_value());
+    return task ? task->prompt : std::vector<engine::Token>{};
+  }
+
+  // Feeds `reply` to PlanShadow a character at a time (reasoning first, then content)
+  // and checks every target against the final rendering. Returns the longest target.
+  size_t CheckAllPrefixes(const api::GenerationRequest& request, const api::Completion& reply) const {
+    const auto final_tokens = Final(request, reply);
+    size_t longest = 0;
+    auto check = [&](const api::Completion& partial) {
+      auto target = PlanShadow(*builder_, request, partial);
+      if (!target) return;
+      ASSERT_LE(target->tokens.size(), final_tokens.size());
+      ASSERT_TRUE(std::equal(target->tokens.begin(), target->tokens.end(), final_tokens.begin()))
+          << "reasoning=\"" << partial.reasoning << "\" content=\"" << partial.content << "\"";
+      EXPECT_TRUE(reply.content.starts_with(target->basis_content));
+      EXPECT_TRUE(reply.reasoning.starts_with(target->basis_reasoning));
+      longest = std::max(longest, target->tokens.size());
+    };
+    api::Completion partial;
+    for (size_t i = 1; i <= reply.reasoning.size(); ++i) {
+      partial.reasoning = reply.reasoning.substr(0, i);
+      check(partial);
+    }
+    for (size_t i = 1; i <= reply.content.size(); ++i) {
+      partial.content = reply.content.substr(0, i);
+      check(partial);
+    }
+    if (!reply.tool_calls.empty()) {
+      partial.tool_calls = reply.tool_calls;
+      check(partial);
+    }
+    return longest;
+  }
+
+  const engine::Model* model_ = nullptr;
+  std::unique_ptr<engine::ChatTemplate> tmpl_;
+  std::unique_ptr<RequestBuilder> builder_;
+};
+
+TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithoutThinking) {
+  api::Completion reply;
+  reply.content = "A prefix cache keeps states.\nReuse them: no recompute, ever!  Done.\n\nEnd";
+  const auto request = Request(false);
+  const size_t longest = CheckAllPrefixes(request, reply);
+  // Everything but the last word and the closing tokens was known before the end.
+  EXPECT_GE(longest + 8, Final(request, reply).size());
+}
+
+TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithThinking) {
+  api::Completion reply;
+  reply.reasoning = "The user wants brevity. Say it in two lines.";
+  reply.content = "States are kept at message ends, and reused.";
+  const auto request = Request(true);
+  const size_t longest = CheckAllPrefixes(request, reply);
+  EXPECT_GE(longest + 8, Final(request, reply).size());
+}
+
+// Before a tool call shows up the shadow cannot know one is coming (the engine drops a
+// shadow whose target changes under it); once it has, targets stop before the calls,
+// whose arguments are re-serialized only when complete.
+TEST_F(PlanShadowTest, WithToolCallsTargetsStopBeforeTheCalls) {
+  api::Completion reply;
+  reply.reasoning = "I should read the file first.";
+  reply.content = "Reading it.";
+  reply.tool_calls.push_back({"call_1", "read_file", R"({"path": "src/main.cc"})"});
+  auto request = Request(true);
+  request.tools.push_back({"read_file", "Reads a file", R"({"type":"object","properties":{"path":{"type":"string"}}})"});
+  const auto final_tokens = Final(request, reply);
+  api::Completion partial = reply;
+  partial.tool_calls[0].arguments = R"({"pa)";  // still streaming
+  auto target = PlanShadow(*builder_, request, partial);
+  ASSERT_TRUE(target.has_value());
+  ASSERT_LE(target->tokens.size(), final_tokens.size());
+  EXPECT_TRUE(std::equal(target->tokens.begin(), target->tokens.end(), final_tokens.begin()));
+  const std::string text = model_->Detokenize(target->tokens, true);
+  EXPECT_NE(text.find("Reading", text.size() - 16), std::string::npos) << text.substr(text.size() - 40);
+  EXPECT_EQ(text.find("<function=read_file>"), std::string::npos);
+}
+
+TEST_F(PlanShadowTest, RawCompletionsHaveNoTarget) {
+  api::GenerationRequest r;
+  r.flavor = api::Flavor::kOpenAICompletion;
+  r.prompt = "Once upon a time";
+  api::Completion partial;
+  partial.content = "there was a cache";
+  EXPECT_FALSE(PlanShadow(*builder_, r, partial).has_value());
+}
+
+}  // namespace
+}  // namespace hearth::server
