@@ -113,7 +113,7 @@ void EngineLoop::Run() {
     if (batch_.empty()) continue;
     if (!s.ok()) {
       for (auto& slot : slots_) {
-        if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr);
+        if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr, "decode failed");
         if (slot && slot->in_batch) FailSlot(*slot, s);
       }
       continue;
@@ -154,7 +154,7 @@ bool EngineLoop::RequeueYoungestPrefill() {
     }
   }
   if (youngest == nullptr) return false;
-  EndShadow(*youngest, nullptr);
+  EndShadow(*youngest, nullptr, "request requeued");
   Queued q{std::move(youngest->task), youngest->stream};
   const engine::SeqId seq = youngest->seq;
   const auto done = static_cast<size_t>(ctx_->SeqLength(seq));
@@ -516,7 +516,7 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     // A cut-off reply is prepared by warm-ahead alone: it snapshots each of the reply's
     // last positions, since the client may have read less than was sent, and a shadow
     // already past them would skip those snapshots.
-    EndShadow(slot, reason == api::FinishReason::kCancelled ? nullptr : &c);
+    EndShadow(slot, reason == api::FinishReason::kCancelled ? nullptr : &c, "reply cut off");
     if (on_finished_) on_finished_(slot.task, delivered ? *delivered : c);
     slot.stream->PushDone(std::move(c));
   }
@@ -529,7 +529,7 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
     stats_.requests_failed++;
   }
   std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
-  EndShadow(slot, nullptr);
+  EndShadow(slot, nullptr, "request failed");
   slot.stream->PushError(error);
   Release(slot, /*keep_in_cache=*/false);
 }
@@ -626,7 +626,7 @@ void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
   sh.n_in_batch = 0;
   const int unfed = UnfedShadowTokens(slot);
   if (unfed < 0) {
-    EndShadow(slot, nullptr);
+    EndShadow(slot, nullptr, "the reply re-renders differently now");
     return;
   }
   const size_t n = static_cast<size_t>(std::min({unfed, kShadowChunk, std::max(budget, 0)}));
@@ -661,15 +661,16 @@ void EngineLoop::DrainShadow(Slot& slot) {
 // The request is over: the shadow goes to the cache when `final_reply` (what the client
 // will send back) still begins with what its target was rendered from; else, or without
 // a final reply, it is released.
-void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply) {
+void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why) {
   if (!slot.shadow) return;
   Slot::Shadow& sh = *slot.shadow;
   if (final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
       final_reply->reasoning.starts_with(sh.target.basis_reasoning)) {
     DrainShadow(slot);
   }
-  const bool keep = final_reply != nullptr && !sh.fed.empty() && final_reply->content.starts_with(sh.fed_content) &&
-                    final_reply->reasoning.starts_with(sh.fed_reasoning);
+  const bool agrees = final_reply != nullptr && final_reply->content.starts_with(sh.fed_content) &&
+                      final_reply->reasoning.starts_with(sh.fed_reasoning);
+  const bool keep = agrees && !sh.fed.empty();
   if (keep) {
     std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
     tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
@@ -677,7 +678,12 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply) {
   } else {
     cache_->Release(sh.seq);
   }
-  {
+  // A shadow that was never fed (nothing to re-render yet) is neither kept nor dropped.
+  if (!sh.fed.empty()) {
+    if (!keep && config_.verbose) {
+      std::fprintf(stderr, "hearth: shadow of %zu tokens dropped: %s\n", sh.fed.size(),
+                   final_reply != nullptr ? "the final reply differs from what it was rendered from" : why);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     (keep ? stats_.shadows_kept : stats_.shadows_dropped)++;
   }
@@ -691,7 +697,7 @@ bool EngineLoop::DropOneShadow() {
     if (slot && slot->shadow && (!youngest || slot->t_admitted > youngest->t_admitted)) youngest = slot.get();
   }
   if (youngest == nullptr) return false;
-  EndShadow(*youngest, nullptr);
+  EndShadow(*youngest, nullptr, "its sequence or KV cells were needed");
   return true;
 }
 

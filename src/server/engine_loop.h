@@ -123,7 +123,7 @@ class EngineLoop {
   int UnfedShadowTokens(Slot& slot);
   void AddShadowTokens(Slot& slot, int& budget);
   void DrainShadow(Slot& slot);
-  void EndShadow(Slot& slot, const api::Completion* final_reply);
+  void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "");
   bool DropOneShadow();
   void PreemptBackground();
   void BuildBatch();

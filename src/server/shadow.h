@@ -20,6 +20,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -36,7 +37,13 @@ struct ShadowTarget {
   std::string basis_reasoning;
 };
 
+class ShadowPlanner;  // warm_ahead.h
+
 struct ShadowMailbox {
+  // The worker's planning state for this request; only the worker touches it, and only
+  // while busy (a job is in flight).
+  std::shared_ptr<ShadowPlanner> planner;
+
   std::mutex mu;
   std::condition_variable cv;
   ShadowTarget target;    // guarded by mu

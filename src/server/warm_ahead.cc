@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 
 namespace hearth::server {
 namespace {
@@ -61,9 +62,12 @@ constexpr char kPlaceholder[] = "hearth warm-ahead placeholder one";
 
 }  // namespace
 
-std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api::GenerationRequest& request,
-                                       const api::Completion& partial) {
-  if (request.messages.empty() || request.prompt) return std::nullopt;
+namespace {
+
+using Renderer = std::function<std::optional<std::vector<engine::Token>>(const api::Completion&)>;
+
+// PlanShadow over any way of rendering the next request with a given reply.
+std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const api::Completion& partial) {
   api::Completion r = partial;
   r.finish_reason = api::FinishReason::kStop;
   // Tool calls come last; their arguments are re-serialized when the reply is complete.
@@ -73,11 +77,6 @@ std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api:
   const bool reasoning_growing = r.tool_calls.empty() && r.content.empty();
   if (content_growing) r.content = UpToLastWordBreak(r.content);
   if (reasoning_growing) r.reasoning = UpToLastWordBreak(r.reasoning);
-  auto render = [&](const api::Completion& c) -> std::optional<std::vector<engine::Token>> {
-    auto out = builder.Render(NextRequest(request, c, kPlaceholder));
-    if (!std::holds_alternative<BuildResult>(out)) return std::nullopt;
-    return std::move(std::get<BuildResult>(out).task.prompt);
-  };
   auto base = render(r);
   if (!base) return std::nullopt;
   // Probe where the text ends in token space: one more character in the content (and in
@@ -105,6 +104,79 @@ std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api:
   target.basis_content = r.content;
   target.basis_reasoning = r.reasoning;
   return target;
+}
+
+Renderer RendererFor(const RequestBuilder& builder, const api::GenerationRequest& request) {
+  return [&builder, &request](const api::Completion& c) -> std::optional<std::vector<engine::Token>> {
+    auto out = builder.Render(NextRequest(request, c, kPlaceholder));
+    if (!std::holds_alternative<BuildResult>(out)) return std::nullopt;
+    return std::move(std::get<BuildResult>(out).task.prompt);
+  };
+}
+
+// The conversation from its last user message on, after the first message when that is
+// a system prompt (which carries the tool definitions).
+api::GenerationRequest TailOf(const api::GenerationRequest& request) {
+  api::GenerationRequest tail = request;
+  tail.messages.clear();
+  size_t last_user = 0;
+  for (size_t i = 0; i < request.messages.size(); ++i) {
+    if (request.messages[i].role == "user") last_user = i;
+  }
+  if (last_user > 0 && request.messages[0].role == "system") tail.messages.push_back(request.messages[0]);
+  tail.messages.insert(tail.messages.end(), request.messages.begin() + static_cast<std::ptrdiff_t>(last_user),
+                       request.messages.end());
+  return tail;
+}
+
+}  // namespace
+
+std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api::GenerationRequest& request,
+                                       const api::Completion& partial) {
+  if (request.messages.empty() || request.prompt) return std::nullopt;
+  return PlanShadowWith(RendererFor(builder, request), partial);
+}
+
+ShadowPlanner::ShadowPlanner(const RequestBuilder& builder, std::shared_ptr<const api::GenerationRequest> request,
+                             std::vector<engine::Token> prompt)
+    : builder_(builder), request_(std::move(request)), prompt_(std::move(prompt)), tail_(TailOf(*request_)) {
+  tail_differs_ = tail_.messages.size() < request_->messages.size();
+}
+
+std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) {
+  if (!tail_checked_) {
+    auto full = PlanShadow(builder_, *request_, partial);
+    if (!tail_differs_ || !full) return full;
+    auto tail = PlanShadowWith(RendererFor(builder_, tail_), partial);
+    // The tail renders the reply as the whole conversation does when the tokens after the
+    // history agree; checked once there is something after it.
+    const size_t history = CommonPrefix(full->tokens, prompt_);
+    const size_t after = full->tokens.size() - history;
+    if (!tail || after == 0) return full;
+    tail_checked_ = true;
+    if (tail->tokens.size() >= after &&
+        std::equal(tail->tokens.end() - static_cast<std::ptrdiff_t>(after), tail->tokens.end(),
+                   full->tokens.begin() + static_cast<std::ptrdiff_t>(history))) {
+      history_.assign(prompt_.begin(), prompt_.begin() + static_cast<std::ptrdiff_t>(history));
+      tail_history_.assign(tail->tokens.begin(), tail->tokens.end() - static_cast<std::ptrdiff_t>(after));
+      use_tail_ = true;
+    }
+    return full;
+  }
+  if (!use_tail_) return PlanShadow(builder_, *request_, partial);
+  auto tail = PlanShadowWith(RendererFor(builder_, tail_), partial);
+  if (!tail) return std::nullopt;
+  if (tail->tokens.size() < tail_history_.size() ||
+      !std::equal(tail_history_.begin(), tail_history_.end(), tail->tokens.begin())) {
+    return PlanShadow(builder_, *request_, partial);
+  }
+  ShadowTarget out;
+  out.tokens = history_;
+  out.tokens.insert(out.tokens.end(), tail->tokens.begin() + static_cast<std::ptrdiff_t>(tail_history_.size()),
+                    tail->tokens.end());
+  out.basis_content = std::move(tail->basis_content);
+  out.basis_reasoning = std::move(tail->basis_reasoning);
+  return out;
 }
 
 std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,
@@ -164,7 +236,7 @@ WarmAhead::~WarmAhead() {
 
 void WarmAhead::OnFinished(const GenerationTask& task, const api::Completion& reply) {
   if (!task.request || task.background) return;
-  Push({task.request, reply, nullptr});
+  Push({task.request, reply, nullptr, {}});
 }
 
 void WarmAhead::OnProgress(const GenerationTask& task, const api::Completion& partial,
@@ -173,7 +245,10 @@ void WarmAhead::OnProgress(const GenerationTask& task, const api::Completion& pa
     mailbox->Skip();
     return;
   }
-  Push({task.request, partial, std::move(mailbox)});
+  // The planner lives in the mailbox and is touched by the worker only; while a render
+  // is in flight (busy) no second job for this mailbox exists.
+  const bool mailbox_has_planner = mailbox->planner != nullptr;
+  Push({task.request, partial, std::move(mailbox), mailbox_has_planner ? std::vector<engine::Token>{} : task.prompt});
 }
 
 void WarmAhead::Push(Job job) {
@@ -206,7 +281,10 @@ void WarmAhead::Run() {
       jobs_.pop_front();
     }
     if (job.mailbox) {
-      auto target = PlanShadow(builder_, *job.request, job.reply);
+      if (!job.mailbox->planner) {
+        job.mailbox->planner = std::make_shared<ShadowPlanner>(builder_, job.request, std::move(job.prompt));
+      }
+      auto target = job.mailbox->planner->Plan(job.reply);
       if (target) {
         job.mailbox->Publish(std::move(*target));
       } else {

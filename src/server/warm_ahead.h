@@ -43,6 +43,32 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
 std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api::GenerationRequest& request,
                                        const api::Completion& partial);
 
+// Plans shadow targets for one request. Rendering the whole conversation for every word
+// costs time linear in its length, yet the reply's rendering depends only on the
+// conversation's tail: once a first plan has shown that the tail (the system prompt and
+// everything from the last user message on) renders the reply exactly as the whole
+// conversation does, later plans render only the tail. Worker thread only.
+class ShadowPlanner {
+ public:
+  // `prompt`: the request's own prompt tokens.
+  ShadowPlanner(const RequestBuilder& builder, std::shared_ptr<const api::GenerationRequest> request,
+                std::vector<engine::Token> prompt);
+  std::optional<ShadowTarget> Plan(const api::Completion& partial);
+  // Whether plans now render only the tail.
+  bool uses_tail() const { return use_tail_; }
+
+ private:
+  const RequestBuilder& builder_;
+  std::shared_ptr<const api::GenerationRequest> request_;
+  std::vector<engine::Token> prompt_;
+  api::GenerationRequest tail_;
+  bool tail_differs_ = false;
+  bool tail_checked_ = false;
+  bool use_tail_ = false;
+  std::vector<engine::Token> history_;       // the whole conversation's tokens before the reply
+  std::vector<engine::Token> tail_history_;  // the tail's
+};
+
 class WarmAhead {
  public:
   // `builder` and `engine` must outlive this object.
@@ -58,6 +84,7 @@ class WarmAhead {
     std::shared_ptr<const api::GenerationRequest> request;
     api::Completion reply;
     std::shared_ptr<ShadowMailbox> mailbox;  // set for progress jobs
+    std::vector<engine::Token> prompt;       // the request's prompt, for a mailbox's first job
   };
   void Push(Job job);
   void Run();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <variant>
@@ -113,6 +114,46 @@ TEST_F(PlanShadowTest, WithToolCallsTargetsStopBeforeTheCalls) {
   const std::string text = model_->Detokenize(target->tokens, true);
   EXPECT_NE(text.find("Reading", text.size() - 16), std::string::npos) << text.substr(text.size() - 40);
   EXPECT_EQ(text.find("<function=read_file>"), std::string::npos);
+}
+
+// The planner renders only the conversation's tail after checking it once; its targets
+// must be exactly what rendering the whole conversation gives.
+TEST_F(PlanShadowTest, PlannerRenderingTheTailGivesTheSameTargets) {
+  for (bool think : {false, true}) {
+    auto request = Request(think);
+    for (int i = 0; i < 12; ++i) {
+      request.messages.push_back({.role = "assistant", .content = "Reply " + std::to_string(i) + ": states are kept."});
+      request.messages.push_back({.role = "user", .content = "Question " + std::to_string(i + 1) + ", and why?"});
+    }
+    auto built = builder_->Render(request);
+    ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+    ShadowPlanner planner(*builder_, std::make_shared<api::GenerationRequest>(request),
+                          std::get<BuildResult>(built).task.prompt);
+    api::Completion reply;
+    if (think) reply.reasoning = "Think about it: the tree keeps them.";
+    reply.content = "Because the tree keeps every state where a prompt can arrive.\n\nThat is all.";
+    api::Completion partial;
+    int compared = 0;
+    auto check = [&] {
+      auto expected = PlanShadow(*builder_, request, partial);
+      auto got = planner.Plan(partial);
+      ASSERT_EQ(expected.has_value(), got.has_value());
+      if (!expected) return;
+      EXPECT_EQ(got->tokens, expected->tokens) << "content=\"" << partial.content << "\"";
+      EXPECT_EQ(got->basis_content, expected->basis_content);
+      ++compared;
+    };
+    for (size_t i = 1; i <= reply.reasoning.size(); i += 3) {
+      partial.reasoning = reply.reasoning.substr(0, i);
+      check();
+    }
+    for (size_t i = 1; i <= reply.content.size(); i += 3) {
+      partial.content = reply.content.substr(0, i);
+      check();
+    }
+    EXPECT_GT(compared, 10);
+    EXPECT_TRUE(planner.uses_tail()) << "think=" << think;
+  }
 }
 
 TEST_F(PlanShadowTest, RawCompletionsHaveNoTarget) {
