@@ -360,6 +360,42 @@ std::optional<int32_t> PrefixCache::Fork(int32_t seq) {
   return dst;
 }
 
+Status PrefixCache::Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source) {
+  const auto depth = static_cast<int32_t>(tokens.size());
+  store_.Clear(seq);
+  store_.Copy(kv_source, seq, depth);
+  if (config_.needs_partial) {
+    auto m = tree_.MatchPrefix(ns, tokens);
+    std::optional<uint64_t> partial, full;
+    if (m.n_matched == tokens.size() && m.below == nullptr && !m.path.empty()) {
+      for (const auto& st : m.path.back()->states) {
+        if (st.kind == StateKind::kDevice) {  // holds exactly `tokens`: both parts
+          store_.Clear(seq);
+          store_.Copy(st.seq, seq, depth);
+          return Status::Ok();
+        }
+        auto& slot = st.kind == StateKind::kPartial ? partial : full;
+        if (!slot || st.tier == Tier::kRam) slot = st.id;
+      }
+    }
+    if (!partial && full) store_.Clear(seq);  // a full state replaces everything
+    if (!partial && !full) {
+      store_.Clear(seq);
+      return NotFound("no state at position " + std::to_string(depth));
+    }
+    if (Status s = RestoreSerialized(partial ? *partial : *full, seq, /*partial=*/partial.has_value()); !s.ok()) {
+      store_.Clear(seq);
+      return s;
+    }
+  }
+  if (store_.Length(seq) != depth) {
+    store_.Clear(seq);
+    return Internal("reseeded sequence holds " + std::to_string(store_.Length(seq)) + " positions, expected " +
+                    std::to_string(depth));
+  }
+  return Status::Ok();
+}
+
 void PrefixCache::Release(int32_t seq) {
   lent_.erase(seq);
   store_.Clear(seq);

@@ -96,6 +96,11 @@ class PrefixCache {
   // a unified KV cache), for work that branches off a request (shadow prefill). Returned
   // with Adopt or Release like any lease. nullopt when no sequence is free or evictable.
   std::optional<int32_t> Fork(int32_t seq);
+  // Makes lent sequence `seq` hold exactly `tokens`: attention KV copied from lent
+  // sequence `kv_source` (whose tokens begin with `tokens`), the recurrent part restored
+  // from a state at exactly that position. Errors: kNotFound when no such state exists;
+  // restore errors. On error `seq` is left empty.
+  Status Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source);
 
   // Frees the KV cells of the least recently used idle device sequence (its full state
   // moves to RAM first). False when no idle device sequence is left.

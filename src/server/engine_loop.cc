@@ -29,6 +29,12 @@ bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empt
 
 constexpr size_t kMaxBackgroundQueued = 4;
 constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill
+// Where the next request stops sharing this prompt: the start of generation, or earlier
+// where --stabilize moved spans to the end of the last message.
+int32_t ShadowFork(const GenerationTask& task) {
+  return task.moved_spans_start >= 0 ? task.moved_spans_start : task.generation_start;
+}
+
 constexpr int kShadowChunk = 8;       // tokens per step for a shadow, next to a decode token
 
 }  // namespace
@@ -240,10 +246,12 @@ void EngineLoop::AdmitQueued() {
 // no sequence is free (the task goes back to the front of its queue).
 bool EngineLoop::Admit(Queued q, size_t slot_index) {
   const auto& prompt = q.task.prompt;
-  auto lease = cache_->Acquire(q.task.cache_namespace, prompt, static_cast<int32_t>(prompt.size()) - 1);
+  int32_t max_reuse = static_cast<int32_t>(prompt.size()) - 1;
+  if (q.task.max_resume >= 0) max_reuse = std::min(max_reuse, q.task.max_resume);
+  auto lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse);
   // Shadows are the first to give their sequence up.
   while (!lease && !q.task.background && DropOneShadow()) {
-    lease = cache_->Acquire(q.task.cache_namespace, prompt, static_cast<int32_t>(prompt.size()) - 1);
+    lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse);
   }
   if (!lease) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -271,7 +279,7 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
     ++slot->next_snapshot;
   }
   slot->t_admitted = Clock::now();
-  if (static_cast<int32_t>(slot->n_prompt_done) == slot->task.generation_start) StartShadow(*slot);
+  if (static_cast<int32_t>(slot->n_prompt_done) == ShadowFork(slot->task)) StartShadow(*slot);
   slots_[slot_index] = std::move(slot);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy++;
@@ -390,7 +398,7 @@ void EngineLoop::TakeSnapshots(Slot& slot) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
     if (at == slot.n_prompt_done) {
       cache_->SnapshotPartial(slot.task.cache_namespace, slot.seq, std::span(slot.task.prompt).subspan(0, at));
-      if (static_cast<int32_t>(at) == slot.task.generation_start) StartShadow(slot);
+      if (static_cast<int32_t>(at) == ShadowFork(slot.task)) StartShadow(slot);
     }
     ++slot.next_snapshot;
   }
@@ -513,10 +521,16 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
     // A cut-off client sends back what it received, not what was generated after.
     auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
-    // A cut-off reply is prepared by warm-ahead alone: it snapshots each of the reply's
-    // last positions, since the client may have read less than was sent, and a shadow
-    // already past them would skip those snapshots.
-    EndShadow(slot, reason == api::FinishReason::kCancelled ? nullptr : &c, "reply cut off");
+    // A cut-off reply: the shadow is kept when what was delivered begins with what it was
+    // fed from (a client answering at once resumes at its end when it read that far), not
+    // drained (its newest target may run past what the client read); warm-ahead still
+    // snapshots the reply's last positions (max_resume) for a client that read less.
+    if (reason == api::FinishReason::kCancelled) {
+      const api::Completion sent = delivered ? *delivered : api::Completion{};
+      EndShadow(slot, &sent, "reply cut off", /*drain=*/false);
+    } else {
+      EndShadow(slot, &c);
+    }
     if (on_finished_) on_finished_(slot.task, delivered ? *delivered : c);
     slot.stream->PushDone(std::move(c));
   }
@@ -561,7 +575,7 @@ void EngineLoop::StartShadow(Slot& slot) {
   if (!seq) return;
   Slot::Shadow sh;
   sh.seq = *seq;
-  sh.fork = slot.task.generation_start;
+  sh.fork = ShadowFork(slot.task);
   sh.mailbox = std::make_shared<ShadowMailbox>();
   slot.shadow = std::move(sh);
 }
@@ -604,20 +618,48 @@ int EngineLoop::UnfedShadowTokens(Slot& slot) {
     sh.target = sh.mailbox->target;
   }
   const auto& t = sh.target.tokens;
-  const auto done = static_cast<size_t>(sh.fork) + sh.fed.size();
   const auto& prompt = slot.task.prompt;
-  if (t.size() < done) {
-    // Not past what was fed (a word was cut again): fine while it agrees so far.
-    sh.unfed = 0;
-    const bool agrees = t.size() <= static_cast<size_t>(sh.fork) ||
-                        std::equal(sh.fed.begin(), sh.fed.begin() + static_cast<std::ptrdiff_t>(t.size() - sh.fork),
-                                   t.begin() + sh.fork);
-    return agrees ? 0 : -1;
-  }
-  const bool continues = std::equal(prompt.begin(), prompt.begin() + sh.fork, t.begin()) &&
-                         std::equal(sh.fed.begin(), sh.fed.end(), t.begin() + sh.fork);
-  sh.unfed = continues ? static_cast<int>(t.size() - done) : -1;
+  // It must agree with what the shadow holds as far as both go (a shorter target, with a
+  // word cut again, is fine).
+  const auto fork = static_cast<size_t>(sh.fork);
+  const size_t in_prompt = std::min(t.size(), fork);
+  const size_t in_fed = t.size() > fork ? std::min(t.size() - fork, sh.fed.size()) : 0;
+  const bool agrees = std::equal(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(in_prompt), t.begin()) &&
+                      std::equal(sh.fed.begin(), sh.fed.begin() + static_cast<std::ptrdiff_t>(in_fed),
+                                 t.begin() + static_cast<std::ptrdiff_t>(in_prompt));
+  if (!agrees && !ReseedShadow(slot)) return sh.unfed = -1;
+  const size_t done = static_cast<size_t>(sh.fork) + sh.fed.size();
+  sh.unfed = t.size() > done ? static_cast<int>(t.size() - done) : 0;
   return sh.unfed;
+}
+
+// The newest target leaves what the shadow holds: the template re-renders something
+// before the reply (Qwen3.5 re-renders a finished tool loop once a user message follows),
+// or the reply's form changed (a tool call appeared, so reasoning is kept). Starts the
+// shadow over from the last message boundary before the difference: attention KV from the
+// request's own sequence, the recurrent part from the snapshot there. A few tries per
+// request.
+bool EngineLoop::ReseedShadow(Slot& slot) {
+  constexpr int kMaxReseeds = 3;
+  Slot::Shadow& sh = *slot.shadow;
+  if (sh.reseeds >= kMaxReseeds) return false;
+  ++sh.reseeds;
+  const auto& t = sh.target.tokens;
+  const auto& prompt = slot.task.prompt;
+  size_t diverged = 0;
+  const size_t limit = std::min({t.size(), prompt.size(), static_cast<size_t>(slot.task.generation_start)});
+  while (diverged < limit && t[diverged] == prompt[diverged]) ++diverged;
+  const auto& marks = slot.task.snapshot_positions;
+  for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
+    if (*it > static_cast<int32_t>(diverged) || *it <= 0) continue;
+    const auto at = static_cast<size_t>(*it);
+    if (cache_->Reseed(slot.task.cache_namespace, std::span(prompt).subspan(0, at), sh.seq, slot.seq).ok()) {
+      sh.fork = *it;
+      sh.fed.clear();
+      return true;
+    }
+  }
+  return false;
 }
 
 // Puts up to kShadowChunk of the newest target's next tokens in the batch.
@@ -644,7 +686,9 @@ void EngineLoop::DrainShadow(Slot& slot) {
   Slot::Shadow& sh = *slot.shadow;
   const int unfed = UnfedShadowTokens(slot);
   if (unfed <= 0) return;
-  const size_t n = static_cast<size_t>(std::min(unfed, config_.context.n_batch));
+  // Bounded: the reply's final event waits for this decode; warm-ahead does the rest.
+  constexpr int kMaxDrain = 64;
+  const size_t n = static_cast<size_t>(std::min({unfed, kMaxDrain, config_.context.n_batch}));
   const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
   engine::Batch b;
   for (size_t i = 0; i < n; ++i) b.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
@@ -661,10 +705,10 @@ void EngineLoop::DrainShadow(Slot& slot) {
 // The request is over: the shadow goes to the cache when `final_reply` (what the client
 // will send back) still begins with what its target was rendered from; else, or without
 // a final reply, it is released.
-void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why) {
+void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why, bool drain) {
   if (!slot.shadow) return;
   Slot::Shadow& sh = *slot.shadow;
-  if (final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
+  if (drain && final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
       final_reply->reasoning.starts_with(sh.target.basis_reasoning)) {
     DrainShadow(slot);
   }

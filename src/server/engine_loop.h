@@ -121,9 +121,10 @@ class EngineLoop {
   void StartShadow(Slot& slot);
   void PostShadowProgress(Slot& slot);
   int UnfedShadowTokens(Slot& slot);
+  bool ReseedShadow(Slot& slot);
   void AddShadowTokens(Slot& slot, int& budget);
   void DrainShadow(Slot& slot);
-  void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "");
+  void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool drain = true);
   bool DropOneShadow();
   void PreemptBackground();
   void BuildBatch();

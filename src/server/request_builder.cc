@@ -116,14 +116,7 @@ int32_t RequestBuilder::GenerationStart(const std::vector<engine::Token>& prompt
   return n;
 }
 
-std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::GenerationRequest& request) const {
-  BuildResult out;
-  if (request.prompt) {
-    out.prompt_text = *request.prompt;
-    out.task.prompt = model_.Tokenize(out.prompt_text, /*add_bos=*/true, /*parse_special=*/false);
-    out.task.snapshot_positions = {static_cast<int32_t>(out.task.prompt.size())};
-    return out;
-  }
+StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::GenerationRequest& request) const {
   std::vector<api::Message> stable = request.messages;
   stabilizer_.Apply(stable);
   std::vector<engine::ChatMessage> messages;
@@ -140,10 +133,29 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
   ro.template_kwargs = request.template_kwargs;
   auto rendered = template_.Render(messages, ro);
   if (!rendered.ok() && DemoteLateSystemMessages(&messages)) rendered = template_.Render(messages, ro);
+  return rendered;
+}
+
+std::optional<std::string> RequestBuilder::RenderText(const api::GenerationRequest& request) const {
+  if (request.prompt) return *request.prompt;
+  auto rendered = RenderChat(request);
+  if (!rendered.ok()) return std::nullopt;
+  return std::move(rendered->prompt);
+}
+
+std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::GenerationRequest& request) const {
+  BuildResult out;
+  if (request.prompt) {
+    out.prompt_text = *request.prompt;
+    out.task.prompt = model_.Tokenize(out.prompt_text, /*add_bos=*/true, /*parse_special=*/false);
+    out.task.snapshot_positions = {static_cast<int32_t>(out.task.prompt.size())};
+    return out;
+  }
+  auto rendered = RenderChat(request);
   if (!rendered.ok()) return BadRequest(rendered.status().message(), "messages");
   out.prompt_text = rendered->prompt;
   // The rendered prompt carries its own control tokens (and BOS where the template wants it).
-  out.task.prompt = model_.Tokenize(out.prompt_text, /*add_bos=*/false, /*parse_special=*/true);
+  out.task.prompt = TokenizeRendered(out.prompt_text);
   out.task.output_format = rendered->output_format;
   out.task.stop = rendered->additional_stops;
   out.task.snapshot_positions = SnapshotPositions(out.task.prompt, rendered->generation_prompt);
@@ -151,10 +163,37 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
   return out;
 }
 
+// Where the spans the stabilizer appended to the last message begin, in prompt tokens:
+// the common prefix of the prompt and the tokens of its text up to them. nullopt when
+// nothing was moved (or the template changed the text beyond recognition).
+std::optional<int32_t> RequestBuilder::MovedSpansStart(const api::GenerationRequest& request,
+                                                       const BuildResult& built) const {
+  if (request.prompt || request.messages.size() < 2 || stabilizer_.empty()) return std::nullopt;
+  std::vector<api::Message> stable = request.messages;
+  if (stabilizer_.Apply(stable) == 0) return std::nullopt;
+  const std::string& before = request.messages.back().content;
+  const std::string& after = stable.back().content;
+  if (after.size() <= before.size() || !after.starts_with(before)) return std::nullopt;  // kDrop
+  const size_t at = built.prompt_text.rfind(after.substr(before.size()));
+  if (at == std::string::npos) return std::nullopt;
+  const auto head = model_.Tokenize(built.prompt_text.substr(0, at), /*add_bos=*/false, /*parse_special=*/true);
+  const auto& prompt = built.task.prompt;
+  size_t n = 0;
+  while (n < head.size() && n < prompt.size() && head[n] == prompt[n]) ++n;
+  if (n == 0 || static_cast<int32_t>(n) >= built.task.generation_start) return std::nullopt;
+  return static_cast<int32_t>(n);
+}
+
 std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::GenerationRequest& request) const {
   auto rendered = Render(request);
   if (auto* err = std::get_if<api::ApiError>(&rendered)) return *err;
   BuildResult out = std::move(std::get<BuildResult>(rendered));
+  if (auto at = MovedSpansStart(request, out)) {
+    auto& snaps = out.task.snapshot_positions;
+    out.task.moved_spans_start = *at;
+    snaps.insert(std::lower_bound(snaps.begin(), snaps.end(), *at), *at);
+    snaps.erase(std::unique(snaps.begin(), snaps.end()), snaps.end());
+  }
   const int n_prompt = static_cast<int>(out.task.prompt.size());
   if (n_prompt == 0) return BadRequest("the prompt is empty", "prompt");
   if (n_prompt >= n_ctx_) {

@@ -41,6 +41,12 @@ class RequestBuilder {
 
   // Only renders and tokenizes (count_tokens, /apply-template, /tokenize).
   std::variant<BuildResult, api::ApiError> Render(const api::GenerationRequest& request) const;
+  // Only renders a chat request's prompt text (stabilized); nullopt when the template
+  // rejects it. TokenizeRendered tokenizes such text exactly as Render does.
+  std::optional<std::string> RenderText(const api::GenerationRequest& request) const;
+  std::vector<engine::Token> TokenizeRendered(const std::string& text) const {
+    return model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
+  }
 
   // The cache namespace of requests carrying `cache_salt`.
   std::string CacheNamespace(const std::string& cache_salt) const { return cache_namespace_ + "|" + cache_salt; }
@@ -48,10 +54,12 @@ class RequestBuilder {
   // Where later requests can arrive in `prompt`, ascending: before every turn-start
   // marker (the end of each message), the start of the generation prompt without the
   // part that re-rendered history drops (e.g. "<think>\n"), and the prompt's end.
+  std::optional<int32_t> MovedSpansStart(const api::GenerationRequest& request, const BuildResult& built) const;
   std::vector<int32_t> SnapshotPositions(const std::vector<engine::Token>& prompt,
                                          const std::string& generation_prompt) const;
 
  private:
+  StatusOr<engine::RenderedPrompt> RenderChat(const api::GenerationRequest& request) const;
   // Where generation starts as re-rendered history sees it: the prompt's end minus the
   // generation prompt's suffix that a past assistant turn does not repeat.
   int32_t GenerationStart(const std::vector<engine::Token>& prompt, const std::string& generation_prompt) const;

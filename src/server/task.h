@@ -32,10 +32,18 @@ struct GenerationTask {
   // template's generation suffix, e.g. "<think>\n"); one of snapshot_positions. Shadow
   // prefill (shadow.h) forks here. -1: none.
   int32_t generation_start = -1;
+  // --stabilize moved per-request spans to the end of the last message: the next request
+  // renders that message without them, so it shares this prompt only up to where they
+  // begin. A snapshot position; the shadow forks here instead of at generation_start.
+  // -1: nothing moved.
+  int32_t moved_spans_start = -1;
 
   // Background work (warm-ahead): runs only while no request waits, is preempted by
   // any, and produces no output; only its snapshots matter.
   bool background = false;
+  // Resume no deeper than this (warm-ahead of a cut reply: before its cut-off snapshots,
+  // so they are taken even when a kept shadow reaches further). -1: no limit.
+  int32_t max_resume = -1;
 
   // The request this task was built from, for warm-ahead after it finishes; null for
   // background tasks.

@@ -64,10 +64,15 @@ constexpr char kPlaceholder[] = "hearth warm-ahead placeholder one";
 
 namespace {
 
-using Renderer = std::function<std::optional<std::vector<engine::Token>>(const api::Completion&)>;
+// Renders the next request with a given reply, as prompt text; and tokenizes such text.
+using Renderer = std::function<std::optional<std::string>(const api::Completion&)>;
+using Tokenizer = std::function<std::vector<engine::Token>(const std::string&)>;
+
+constexpr char kProbe = '\x01';
 
 // PlanShadow over any way of rendering the next request with a given reply.
-std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const api::Completion& partial) {
+std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const Tokenizer& tokenize,
+                                           const api::Completion& partial) {
   api::Completion r = partial;
   r.finish_reason = api::FinishReason::kStop;
   // Tool calls come last; their arguments are re-serialized when the reply is complete.
@@ -77,22 +82,22 @@ std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const api::Co
   const bool reasoning_growing = r.tool_calls.empty() && r.content.empty();
   if (content_growing) r.content = UpToLastWordBreak(r.content);
   if (reasoning_growing) r.reasoning = UpToLastWordBreak(r.reasoning);
-  auto base = render(r);
-  if (!base) return std::nullopt;
-  // Probe where the text ends in token space: one more character in the content (and in
-  // the reasoning while it grows) changes the tokens from there on.
-  api::Completion probe = r;
-  probe.content += "\x01";
-  auto with_content = render(probe);
-  if (!with_content) return std::nullopt;
-  size_t end = CommonPrefix(*base, *with_content);
-  if (reasoning_growing) {
-    probe = r;
-    probe.reasoning += "\x01";
-    auto with_reasoning = render(probe);
-    if (!with_reasoning) return std::nullopt;
-    end = std::min(end, CommonPrefix(*base, *with_reasoning));
-  }
+  if (r.content.find(kProbe) != std::string::npos || r.reasoning.find(kProbe) != std::string::npos) return std::nullopt;
+  // Where the text ends in token space: one more character after the content (and after
+  // the reasoning while it grows) changes the tokens from there on. One render carries
+  // the probe characters; without them it is the plain rendering (the text before a
+  // probe ends in a non-space, which the template's trimming leaves alone).
+  api::Completion probed = r;
+  probed.content += kProbe;
+  if (reasoning_growing) probed.reasoning += kProbe;
+  auto with_probes = render(probed);
+  if (!with_probes) return std::nullopt;
+  std::string plain = *with_probes;
+  plain.erase(std::remove(plain.begin(), plain.end(), kProbe), plain.end());
+  const size_t n_probes = with_probes->size() - plain.size();
+  if (n_probes == 0 || n_probes > 2) return std::nullopt;  // a template that drops or repeats them
+  const auto base = tokenize(plain);
+  size_t end = CommonPrefix(base, tokenize(*with_probes));
   // After anything but a plain letter or digit, the last token may still merge with
   // what follows (".\n" is one token).
   const std::string& cut = content_growing ? r.content : r.reasoning;
@@ -100,18 +105,22 @@ std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const api::Co
   if (!word_end) end = end > 0 ? end - 1 : 0;
   if (end == 0) return std::nullopt;
   ShadowTarget target;
-  target.tokens.assign(base->begin(), base->begin() + static_cast<std::ptrdiff_t>(end));
+  target.tokens.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(end));
   target.basis_content = r.content;
   target.basis_reasoning = r.reasoning;
   return target;
 }
 
 Renderer RendererFor(const RequestBuilder& builder, const api::GenerationRequest& request) {
-  return [&builder, &request](const api::Completion& c) -> std::optional<std::vector<engine::Token>> {
-    auto out = builder.Render(NextRequest(request, c, kPlaceholder));
-    if (!std::holds_alternative<BuildResult>(out)) return std::nullopt;
-    return std::move(std::get<BuildResult>(out).task.prompt);
+  return [&builder, &request](const api::Completion& c) -> std::optional<std::string> {
+    auto out = builder.RenderText(NextRequest(request, c, kPlaceholder));
+    if (!out) return std::nullopt;
+    return std::move(*out);
   };
+}
+
+Tokenizer TokenizerFor(const RequestBuilder& builder) {
+  return [&builder](const std::string& text) { return builder.TokenizeRendered(text); };
 }
 
 // The conversation from its last user message on, after the first message when that is
@@ -134,7 +143,7 @@ api::GenerationRequest TailOf(const api::GenerationRequest& request) {
 std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api::GenerationRequest& request,
                                        const api::Completion& partial) {
   if (request.messages.empty() || request.prompt) return std::nullopt;
-  return PlanShadowWith(RendererFor(builder, request), partial);
+  return PlanShadowWith(RendererFor(builder, request), TokenizerFor(builder), partial);
 }
 
 ShadowPlanner::ShadowPlanner(const RequestBuilder& builder, std::shared_ptr<const api::GenerationRequest> request,
@@ -147,7 +156,7 @@ std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) 
   if (!tail_checked_) {
     auto full = PlanShadow(builder_, *request_, partial);
     if (!tail_differs_ || !full) return full;
-    auto tail = PlanShadowWith(RendererFor(builder_, tail_), partial);
+    auto tail = PlanShadowWith(RendererFor(builder_, tail_), TokenizerFor(builder_), partial);
     // The tail renders the reply as the whole conversation does when the tokens after the
     // history agree; checked once there is something after it.
     const size_t history = CommonPrefix(full->tokens, prompt_);
@@ -164,7 +173,7 @@ std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) 
     return full;
   }
   if (!use_tail_) return PlanShadow(builder_, *request_, partial);
-  auto tail = PlanShadowWith(RendererFor(builder_, tail_), partial);
+  auto tail = PlanShadowWith(RendererFor(builder_, tail_), TokenizerFor(builder_), partial);
   if (!tail) return std::nullopt;
   if (tail->tokens.size() < tail_history_.size() ||
       !std::equal(tail_history_.begin(), tail_history_.end(), tail->tokens.begin())) {
@@ -213,6 +222,7 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
         ++end;
       }
       for (int32_t p = std::max<int32_t>(1, end - kCutOffSnapshots); p <= end; ++p) task.snapshot_positions.push_back(p);
+      task.max_resume = std::max<int32_t>(1, end - kCutOffSnapshots);
       std::sort(task.snapshot_positions.begin(), task.snapshot_positions.end());
       task.snapshot_positions.erase(std::unique(task.snapshot_positions.begin(), task.snapshot_positions.end()),
                                     task.snapshot_positions.end());
