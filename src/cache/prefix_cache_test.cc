@@ -90,6 +90,34 @@ TEST_F(PrefixCacheTest, DivergenceResumesFromTheBoundarySnapshotBeforeIt) {
   EXPECT_NE(last_report_.stopped_because.find("45"), std::string::npos) << last_report_.stopped_because;
 }
 
+// Shadow prefill: a fork of a lent sequence, and starting it over at a boundary.
+TEST_F(PrefixCacheTest, ForkCopiesALentSequenceAndReseedRestartsItAtASnapshot) {
+  Make(true, 3);
+  const Tokens p = Range(100, 50);
+  auto lease = cache_->Acquire("m", p, 49);
+  ASSERT_TRUE(lease.has_value());
+  store_->Extend(lease->seq, Tokens(p.begin(), p.begin() + 40));
+  cache_->SnapshotPartial("m", lease->seq, Tokens(p.begin(), p.begin() + 40));
+  store_->Extend(lease->seq, Tokens(p.begin() + 40, p.end()));
+  auto fork = cache_->Fork(lease->seq);
+  ASSERT_TRUE(fork.has_value());
+  EXPECT_NE(*fork, lease->seq);
+  EXPECT_EQ(store_->Get(*fork).kv, p);
+  store_->Extend(*fork, Range(900, 7));  // the shadow runs ahead on its own path
+
+  EXPECT_TRUE(cache_->Reseed("m", Tokens(p.begin(), p.begin() + 40), *fork, lease->seq).ok());
+  EXPECT_EQ(store_->Get(*fork).kv, Tokens(p.begin(), p.begin() + 40));
+  EXPECT_EQ(store_->Get(*fork).rec, 40) << "recurrent state from the snapshot, not the source's end";
+  EXPECT_EQ(store_->Get(lease->seq).kv, p) << "the source is untouched";
+
+  const Status none = cache_->Reseed("m", Tokens(p.begin(), p.begin() + 30), *fork, lease->seq);
+  EXPECT_EQ(none.code(), StatusCode::kNotFound) << none.ToString();
+  EXPECT_TRUE(store_->Get(*fork).kv.empty());
+  cache_->Release(*fork);
+  cache_->Release(lease->seq);
+  EXPECT_EQ(cache_->CheckInvariants(), "");
+}
+
 TEST_F(PrefixCacheTest, WithoutASnapshotBeforeTheDivergenceNothingIsReused) {
   Make(true, 3);
   const Tokens p1 = Range(100, 50);

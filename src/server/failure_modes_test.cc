@@ -36,7 +36,7 @@ class FailureModesTest : public ::testing::Test {
     ec.n_parallel = 2;
     ec.context.n_seq_max = 4;
     ec.cache_namespace = model_->info().fingerprint;
-    ec.shadow_wait_ms = getenv("NOWAIT") ? 0 : 5000;  // every shadow render lands before the next token: deterministic
+    ec.shadow_wait_ms = 5000;  // every shadow render lands before the next token: deterministic
     loop_ = std::make_unique<EngineLoop>(*model_, ec);
     HttpConfig hc;
     hc.port = 0;

@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <string>
+#include <algorithm>
+#include <span>
 #include <variant>
 
 #include "testing/test_env.h"
@@ -187,6 +189,31 @@ TEST_F(RequestBuilderTest, ToolsReachThePrompt) {
   auto built = builder_->Build(r);
   ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
   EXPECT_NE(std::get<BuildResult>(built).prompt_text.find("get_weather"), std::string::npos);
+}
+
+// --stabilize moves a request id to the end of the last message; the next request renders
+// that message without it, so the prompt is snapshotted where the moved text starts.
+TEST_F(RequestBuilderTest, MovedSpansStartIsASnapshotPosition) {
+  auto stabilizer = chat::Stabilizer::Parse({"uuid"}, chat::StabilizeMode::kMoveToEnd);
+  ASSERT_TRUE(stabilizer.ok()) << stabilizer.status().ToString();
+  RequestBuilder builder(*model_, *tmpl_, 4096, "test", *stabilizer);
+  api::GenerationRequest r;
+  r.messages.push_back({.role = "system", .content = "Request 3f2b8c1e-9d4a-4e7b-8c2f-1a2b3c4d5e6f. Be brief."});
+  r.messages.push_back({.role = "user", .content = "What is a radix tree?"});
+  auto built = builder.Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+  const auto& task = std::get<BuildResult>(built).task;
+  ASSERT_GT(task.moved_spans_start, 0);
+  EXPECT_LT(task.moved_spans_start, task.generation_start);
+  EXPECT_TRUE(std::binary_search(task.snapshot_positions.begin(), task.snapshot_positions.end(), task.moved_spans_start));
+  const std::string before =
+      model_->Detokenize(std::span(task.prompt).subspan(0, static_cast<size_t>(task.moved_spans_start)), true);
+  // Up to the last message's own text (its final "?" may share a token with the moved
+  // text, so the position may stop just before it).
+  EXPECT_TRUE(before.ends_with("What is a radix tree?") || before.ends_with("What is a radix tree")) << before;
+  // Without a stabilizer nothing is moved.
+  auto plain = builder_->Build(r);
+  EXPECT_EQ(std::get<BuildResult>(plain).task.moved_spans_start, -1);
 }
 
 }  // namespace
