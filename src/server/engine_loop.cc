@@ -662,7 +662,8 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   return false;
 }
 
-// Puts up to kShadowChunk of the newest target's next tokens in the batch.
+// Puts the newest target's next tokens in the batch, up to kShadowChunk (more when far
+// behind).
 void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
   Slot::Shadow& sh = *slot.shadow;
   sh.n_in_batch = 0;
@@ -671,7 +672,10 @@ void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
     EndShadow(slot, nullptr, "the reply re-renders differently now");
     return;
   }
-  const size_t n = static_cast<size_t>(std::min({unfed, kShadowChunk, std::max(budget, 0)}));
+  // Further behind (a re-rendered tool loop), bigger chunks: the work must be done before
+  // the next turn anyway, and next to a decode token it costs little on a GPU.
+  const int chunk = unfed > 256 ? 4 * kShadowChunk : unfed > 64 ? 2 * kShadowChunk : kShadowChunk;
+  const size_t n = static_cast<size_t>(std::min({unfed, chunk, std::max(budget, 0)}));
   const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
   for (size_t i = 0; i < n; ++i) {
     batch_.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
