@@ -240,6 +240,7 @@ Json CacheReportJson(const CacheReport& r) {
   j["prefilled_tokens"] = r.prefilled_tokens;
   j["tier"] = r.tier.empty() ? Json(nullptr) : Json(r.tier);
   j["restore_ms"] = r.restore_ms;
+  j["restored_bytes"] = r.restored_bytes;
   if (!r.stopped_because.empty()) j["stopped_because"] = r.stopped_because;
   if (r.volatile_span) {
     j["volatile_span"] = {{"message", r.volatile_message},

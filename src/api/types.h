@@ -76,6 +76,7 @@ struct CacheReport {
   int prefilled_tokens = 0;
   std::string tier;             // "device", "ram", "disk"; empty when nothing was reused
   double restore_ms = 0;
+  size_t restored_bytes = 0;    // serialized state read back from RAM or disk
   std::string stopped_because;  // why reuse ended before the cache's knowledge did
   // A span that differs from the conversation's earlier prompt and then rejoins it
   // (a request id, a timestamp): named so the client can move it, or --stabilize can.

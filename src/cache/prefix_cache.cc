@@ -226,13 +226,17 @@ Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
   State* s = tree_.FindState(id);
   if (s == nullptr) return Internal("state vanished");
   s->last_used = tree_.Tick();
-  if (s->tier != Tier::kDisk) return store_.Restore(seq, Bytes(*s), partial);
+  if (s->tier != Tier::kDisk) {
+    restored_bytes_ += Bytes(*s).size();
+    return store_.Restore(seq, Bytes(*s), partial);
+  }
   auto loaded = disk_->Read(s->disk_key);
   if (!loaded.ok()) {
     if (loaded.status().code() == StatusCode::kDataLoss) stats_.snapshots_quarantined++;
     tree_.RemoveState(id);
     return loaded.status();
   }
+  restored_bytes_ += loaded->size();
   return store_.Restore(seq, *loaded, partial);
 }
 
@@ -258,6 +262,7 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
                                  int32_t max_reuse) {
   const auto t0 = std::chrono::steady_clock::now();
   ResumeReport report;
+  restored_bytes_ = 0;
   max_reuse = std::min<int32_t>(max_reuse, static_cast<int32_t>(tokens.size()));
   auto m = tree_.MatchPrefix(ns, tokens.subspan(0, static_cast<size_t>(std::max(0, max_reuse))));
   report.n_matched = static_cast<int32_t>(m.n_matched);
@@ -303,6 +308,7 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
     stats_.tokens_reused += report.n_reused;
   }
   report.restore_ms = MsSince(t0);
+  report.restored_bytes = restored_bytes_;
   EnforceRamBudget();
   return report;
 }

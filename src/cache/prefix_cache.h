@@ -49,6 +49,7 @@ struct ResumeReport {
   int32_t n_reused = 0;
   Tier tier = Tier::kDevice;     // where the attention part came from
   double restore_ms = 0;
+  size_t restored_bytes = 0;     // serialized state read back (RAM or disk) for this resume
   int32_t n_matched = 0;         // tokens the tree knew, whether usable or not
   std::string stopped_because;   // empty when everything reusable was reused
 };
@@ -141,6 +142,7 @@ class PrefixCache {
   std::unordered_map<int32_t, bool> lent_;                     // sequences lent to requests
   std::unordered_map<uint64_t, std::vector<uint8_t>> ram_;     // RAM state bytes by id
   size_t ram_bytes_ = 0;
+  size_t restored_bytes_ = 0;  // by RestoreSerialized since the current Resume began
   CacheStats stats_;
 };
 

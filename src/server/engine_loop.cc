@@ -510,6 +510,7 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     report.prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
     if (slot.n_cached > 0) report.tier = cache::TierName(slot.resume.tier);
     report.restore_ms = slot.resume.restore_ms;
+    report.restored_bytes = slot.resume.restored_bytes;
     report.stopped_because = slot.resume.stopped_because;
     c.usage.cache = std::move(report);
     {
@@ -756,9 +757,10 @@ void EngineLoop::LogRequest(const Slot& slot, const char* outcome) const {
   const int n_prompt = static_cast<int>(slot.task.prompt.size());
   const bool first = !slot.generated.empty() || slot.t_prefilled != Clock::time_point{};
   std::fprintf(stderr,
-               "hearth: %s prompt=%d reused=%d (%s, %.1f ms) prefilled=%d prefill_ms=%.1f generated=%zu "
+               "hearth: %s prompt=%d reused=%d (%s, %.1f ms, %.2f MiB) prefilled=%d prefill_ms=%.1f generated=%zu "
                "ttft_ms=%.1f%s%s\n",
                outcome, n_prompt, slot.n_cached, cache::TierName(slot.resume.tier), slot.resume.restore_ms,
+               static_cast<double>(slot.resume.restored_bytes) / (1024.0 * 1024.0),
                static_cast<int>(slot.n_prompt_done) - slot.n_cached,
                first ? Ms(slot.t_admitted, slot.t_prefilled) : Ms(slot.t_admitted, now), slot.generated.size(),
                first ? Ms(slot.t_admitted, slot.t_first_token) : -1.0,

@@ -102,6 +102,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
     if (!reply.empty()) EXPECT_TRUE(ctx_->Prefill(seq, reply, 0, false).ok());
     cache_->Adopt("ns", seq, Cat(prompt, reply));
     EXPECT_EQ(cache_->CheckInvariants(), "");
+    last_report_ = lease->report;
     return {logits, lease->report.n_reused};
   }
 
@@ -121,6 +122,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
   std::unique_ptr<cache::DiskStore> disk_;
   std::unique_ptr<cache::PrefixCache> cache_;
   int cold_seq_ = 0;
+  cache::ResumeReport last_report_;
 };
 
 TEST_P(WarmEqualsColdTest, ResumeFromTheDevice) {
@@ -131,6 +133,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheDevice) {
   const auto p2 = Cat(Cat(p1, r1), Tokens(30, 3));
   auto [warm, reused] = Turn(p2, {}, {});
   EXPECT_EQ(reused, 135);
+  EXPECT_EQ(last_report_.restored_bytes, 0u) << "a device sequence is handed over, nothing read back";
   EXPECT_TRUE(Close(Cold(p2), warm));
   const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 100), Tokens(25, 4));
   auto [warm3, reused3] = Turn(p3, {}, {});
@@ -148,6 +151,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromRam) {
   auto [warm, reused] = Turn(p2, {}, {});
   EXPECT_EQ(reused, 110);
   EXPECT_EQ(cache_->stats().hits_ram, 1);
+  EXPECT_GT(last_report_.restored_bytes, 0u);
   EXPECT_TRUE(Close(Cold(p2), warm));
 }
 
@@ -163,6 +167,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
   auto [warm, reused] = Turn(p2, {}, {});
   EXPECT_EQ(reused, 110);
   EXPECT_EQ(cache_->stats().hits_disk, 1);
+  EXPECT_GT(last_report_.restored_bytes, 0u);
   EXPECT_TRUE(Close(Cold(p2), warm));
   // The partial snapshot at 50 serves a divergence after it, from disk too.
   const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 70), Tokens(20, 13));
