@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'H', 'E', 'A', 'R', 'T', 'H', 'S', '1'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kSuffix = ".state";
+constexpr size_t kMaxPendingBytes = 256u << 20;  // queued for the writer before Write waits
 
 // Serialized header fields, in order.
 struct Header {
@@ -131,7 +132,69 @@ StatusOr<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, siz
 }
 
 DiskStore::DiskStore(std::string dir, size_t budget, std::string ns_prefix)
-    : dir_(std::move(dir)), budget_(budget), ns_prefix_(std::move(ns_prefix)) {}
+    : dir_(std::move(dir)), budget_(budget), ns_prefix_(std::move(ns_prefix)), writer_([this] { WriterLoop(); }) {}
+
+DiskStore::~DiskStore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+}
+
+void DiskStore::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return pending_bytes_ == 0; });
+}
+
+// Writes queued files in order until stopped and the queue is empty.
+void DiskStore::WriterLoop() {
+  while (true) {
+    std::shared_ptr<PendingWrite> w;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      w = queue_.front();
+      queue_.pop_front();
+      if (w->removed) {
+        pending_bytes_ -= w->file.size();
+        cv_.notify_all();
+        continue;
+      }
+    }
+    const std::string path = PathOf(w->key);
+    const Status written = WriteFile(path, w->file);
+    if (!written.ok()) std::fprintf(stderr, "hearth: %s\n", written.message().c_str());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (w->removed) {
+      std::error_code ec;
+      fs::remove(path, ec);
+    }
+    auto it = pending_.find(w->key);
+    if (it != pending_.end() && it->second == w) pending_.erase(it);
+    pending_bytes_ -= w->file.size();
+    cv_.notify_all();
+  }
+}
+
+Status DiskStore::WriteFile(const std::string& path, const std::vector<uint8_t>& file) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  const bool ok = WriteAll(fd, file.data(), file.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Unavailable("cannot write " + path + ": " + std::strerror(errno));
+  }
+  if (const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
 
 std::string DiskStore::PathOf(uint64_t key) const {
   char name[32];
@@ -217,30 +280,40 @@ StatusOr<uint64_t> DiskStore::Write(const std::string& ns, std::span<const Token
     evicted_.push_back(oldest->first);
     Remove(oldest->first);
   }
-  const std::string path = PathOf(key);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  const bool ok = WriteAll(fd, header.data(), header.size()) && WriteAll(fd, bytes.data(), bytes.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Unavailable("cannot write " + path + ": " + std::strerror(errno));
+  auto w = std::make_shared<PendingWrite>();
+  w->key = key;
+  w->file.reserve(total);
+  w->file.assign(header.begin(), header.end());
+  w->payload_offset = header.size();
+  w->file.insert(w->file.end(), bytes.begin(), bytes.end());
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Back-pressure: the engine waits only when the disk is far behind.
+    cv_.wait(lock, [&] { return queue_.empty() || pending_bytes_ + total <= kMaxPendingBytes; });
+    pending_bytes_ += total;
+    pending_[key] = w;
+    queue_.push_back(std::move(w));
   }
-  if (const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  cv_.notify_all();
   files_.push_back({key, {total, ++clock_}});
   bytes_ += total;
   return key;
 }
 
 StatusOr<std::vector<uint8_t>> DiskStore::Read(uint64_t key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = pending_.find(key); it != pending_.end()) {  // not on disk yet
+      const auto& file = it->second->file;
+      return std::vector<uint8_t>(file.begin() + static_cast<std::ptrdiff_t>(it->second->payload_offset), file.end());
+    }
+  }
   const std::string path = PathOf(key);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("no cache file " + path);
+  if (!in) {
+    Remove(key);  // a write that failed: forget it
+    return NotFound("no cache file " + path);
+  }
   Header h;
   size_t header_size = 0;
   std::string why;
@@ -267,6 +340,15 @@ void DiskStore::Remove(uint64_t key) {
   if (it == files_.end()) return;
   bytes_ -= it->second.bytes;
   files_.erase(it);
+  {
+    // Queued: never written; being written: the writer deletes it when done.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto p = pending_.find(key); p != pending_.end()) {
+      p->second->removed = true;
+      pending_.erase(p);
+      return;
+    }
+  }
   std::error_code ec;
   fs::remove(PathOf(key), ec);
 }

@@ -175,6 +175,7 @@ class DiskCacheTest : public PrefixCacheTest {
  protected:
   void OpenDisk(size_t budget = 1u << 20) {
     cache_.reset();
+    disk_.reset();  // a clean shutdown finishes the queued writes
     auto d = DiskStore::Open(dir_, budget, "m");
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     disk_ = std::move(*d);
@@ -205,6 +206,7 @@ TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
   Turn(p1, r1, {10, 20});
   Turn(Range(3000, 30), {});
   cache_.reset();
+  disk_->Flush();
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir_)) {
     if (e.path().extension() == ".state") files.push_back(e.path());
@@ -227,6 +229,7 @@ TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
     ASSERT_TRUE(other.ok());
     auto key = (*other)->Write("other-model", Range(1, 5), StateKind::kPartial, std::vector<uint8_t>(10, 1));
     ASSERT_TRUE(key.ok());
+    (*other)->Flush();
     for (const auto& e : std::filesystem::directory_iterator(dir_ + "-other")) {
       if (e.path().extension() == ".state") std::filesystem::copy_file(e.path(), dir_ + "/" + e.path().filename().string());
     }
