@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'H', 'E', 'A', 'R', 'T', 'H', 'S', '1'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kSuffix = ".state";
-constexpr size_t kMaxPendingBytes = 256u << 20;  // queued for the writer before Write waits
+constexpr size_t kMaxPendingBytes = 64u << 20;  // queued for the writer before Write waits (counts against resident memory)
 
 // Serialized header fields, in order.
 struct Header {
