@@ -581,14 +581,14 @@ void EngineLoop::StartShadow(Slot& slot) {
   slot.shadow = std::move(sh);
 }
 
-// Hands the reply so far to the renderer when it has a new word break (targets end at
-// one, see PlanShadow) and no render is in flight.
+// Hands the reply so far to the renderer when more of it became stable (targets end
+// there, see StableTextLength) and no render is in flight.
 void EngineLoop::PostShadowProgress(Slot& slot) {
   Slot::Shadow& sh = *slot.shadow;
   const auto& out = slot.parser->output();
   const int phase = !out.tool_calls.empty() ? 2 : !out.content.empty() ? 1 : 0;
   const std::string& growing = phase == 0 ? out.reasoning : out.content;
-  const size_t mark = phase == 2 ? out.tool_calls.size() : growing.find_last_of(" \n\t\r");
+  const size_t mark = phase == 2 ? out.tool_calls.size() : StableTextLength(growing);
   if (std::pair(phase, mark) == sh.posted) return;
   auto mailbox = sh.mailbox;
   {

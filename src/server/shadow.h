@@ -23,11 +23,43 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/types.h"
 
 namespace hearth::server {
+
+// How much of a growing text more text cannot tokenize differently. BPE pre-tokenizers
+// (GPT-4 and Qwen style) split before whitespace, around single digits, and between runs
+// of letters and of punctuation, so only the tail can still change: a trailing run of
+// letters (with the one character that may open it, " word" or "(word") or of
+// punctuation (which also takes following newlines). A word followed by whitespace is
+// complete. Bytes of multi-byte characters count as letters, which errs toward cutting
+// more; callers also probe the cut (see PlanShadow).
+inline size_t StableTextLength(std::string_view text) {
+  auto space = [](unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  auto letter = [](unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80; };
+  auto digit = [](unsigned char c) { return c >= '0' && c <= '9'; };
+  auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  size_t n = text.size();
+  bool spaced = false;
+  while (n > 0 && space(at(n - 1))) {
+    --n;
+    spaced = true;
+  }
+  if (n == 0 || digit(at(n - 1))) return n;
+  if (letter(at(n - 1))) {
+    if (spaced) return n;
+    while (n > 0 && letter(at(n - 1))) --n;
+    if (n > 0 && at(n - 1) != '\n' && at(n - 1) != '\r' && !digit(at(n - 1))) --n;  // its opener
+  } else {
+    while (n > 0 && !space(at(n - 1)) && !letter(at(n - 1)) && !digit(at(n - 1))) --n;
+    if (n > 0 && at(n - 1) == ' ') --n;
+  }
+  while (n > 0 && space(at(n - 1))) --n;
+  return n;
+}
 
 // A rendering of the next request up to a point that more generated text cannot change.
 struct ShadowTarget {

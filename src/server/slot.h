@@ -55,7 +55,7 @@ struct Slot {
     int unfed = 0;                      // of target.tokens, not yet fed (or in the batch)
     int reseeds = 0;                    // times it started over at an earlier boundary
     std::string fed_content, fed_reasoning;  // basis of the target the last fed tokens came from
-    std::pair<int, size_t> posted{-1, 0};  // what the last render was asked for (phase, word break)
+    std::pair<int, size_t> posted{-1, 0};  // what the last render was asked for (phase, stable length)
   };
   std::optional<Shadow> shadow;
 

@@ -48,16 +48,6 @@ size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engin
   return n;
 }
 
-// `text` up to its last whitespace run that follows other text: the part whose tokens
-// more text cannot change (pre-tokenizers split before whitespace).
-std::string UpToLastWordBreak(const std::string& text) {
-  auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
-  for (size_t i = text.size(); i-- > 1;) {
-    if (space(text[i]) && !space(text[i - 1])) return text.substr(0, i);
-  }
-  return "";
-}
-
 constexpr char kPlaceholder[] = "hearth warm-ahead placeholder one";
 
 }  // namespace
@@ -80,8 +70,8 @@ std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const Tokeniz
   for (auto& call : r.tool_calls) call.arguments = "{}";
   const bool content_growing = r.tool_calls.empty() && !r.content.empty();
   const bool reasoning_growing = r.tool_calls.empty() && r.content.empty();
-  if (content_growing) r.content = UpToLastWordBreak(r.content);
-  if (reasoning_growing) r.reasoning = UpToLastWordBreak(r.reasoning);
+  if (content_growing) r.content.resize(StableTextLength(r.content));
+  if (reasoning_growing) r.reasoning.resize(StableTextLength(r.reasoning));
   if (r.content.find(kProbe) != std::string::npos || r.reasoning.find(kProbe) != std::string::npos) return std::nullopt;
   // Where the text ends in token space: one more character after the content (and after
   // the reasoning while it grows) changes the tokens from there on. One render carries

@@ -36,10 +36,10 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
                                             const api::Completion& reply);
 
 // The next request's tokens as far as `partial` (a reply still being generated) fixes
-// them: the growing field (content, or reasoning while no content came yet) is cut at
-// its last whitespace, and the tokens end one before the first that a character
-// appended there would change. nullopt when nothing can be said (raw completions,
-// render errors).
+// them: the growing field (content, or reasoning while no content came yet) is cut to
+// its stable part (StableTextLength), and the tokens end before the first that a
+// character appended there would change (one more after punctuation). nullopt when
+// nothing can be said (raw completions, render errors).
 std::optional<ShadowTarget> PlanShadow(const RequestBuilder& builder, const api::GenerationRequest& request,
                                        const api::Completion& partial);
 

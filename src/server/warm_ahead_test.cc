@@ -85,6 +85,16 @@ TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithoutThinking) {
   EXPECT_GE(longest + 8, Final(request, reply).size());
 }
 
+// Code, punctuation runs, digits and text in other scripts, as random-weight models emit.
+TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingForCodeAndMixedScripts) {
+  api::Completion reply;
+  reply.content =
+      "ObjectMapper(ppHBoxLayout, 12) {return x.y;}\n\n淘宝花椒 nutrient...\tHttpStatus::OK == 200?!\n- item 3";
+  const auto request = Request(false);
+  const size_t longest = CheckAllPrefixes(request, reply);
+  EXPECT_GE(longest + 8, Final(request, reply).size());
+}
+
 TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithThinking) {
   api::Completion reply;
   reply.reasoning = "The user wants brevity. Say it in two lines.";
@@ -163,6 +173,26 @@ TEST_F(PlanShadowTest, RawCompletionsHaveNoTarget) {
   api::Completion partial;
   partial.content = "there was a cache";
   EXPECT_FALSE(PlanShadow(*builder_, r, partial).has_value());
+}
+
+}  // namespace
+}  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+TEST(StableTextLengthTest, KeepsWhatMoreTextCannotRetokenize) {
+  auto stable = [](std::string_view t) { return std::string(t.substr(0, StableTextLength(t))); };
+  EXPECT_EQ(stable("hello wor"), "hello");         // the word may go on
+  EXPECT_EQ(stable("hello world "), "hello world"); // a word followed by a space is complete
+  EXPECT_EQ(stable("call(foo"), "call");            // "(foo" is one piece
+  EXPECT_EQ(stable("x = 12"), "x = 12");            // digits are single pieces
+  EXPECT_EQ(stable("end.\n"), "end");               // ".\n" may grow into ".\n\n"
+  EXPECT_EQ(stable("a, b..."), "a, b");             // a punctuation run may grow
+  EXPECT_EQ(stable("淘宝花椒"), "");                 // letters all the way
+  EXPECT_EQ(stable("数据 淘宝"), "数据");
+  EXPECT_EQ(stable(""), "");
+  EXPECT_EQ(stable("   "), "");
 }
 
 }  // namespace
