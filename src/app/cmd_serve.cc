@@ -90,7 +90,8 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("-m,--model", f->model_path, "GGUF model file")->required();
   cmd->add_option("--host", f->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", f->http.port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--api-key", f->http.api_key, "require this key (Bearer or x-api-key)");
+  cmd->add_option("--api-key", f->http.api_keys,
+                  "require a key (Bearer or x-api-key); repeat for several clients, each with its own cache namespace");
   cmd->add_flag("--cors", f->http.cors, "allow cross-origin browser requests");
   cmd->add_option("--alias", f->http.model_alias, "model id reported to clients (default: file name)");
   cmd->add_option("--chat-template-file", f->chat_template_file, "Jinja template to use instead of the model's");

@@ -89,6 +89,26 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
 
 HttpServer::~HttpServer() { Stop(); }
 
+// Which configured key the request carries (x-api-key, else Authorization: Bearer), or -1.
+// Every key is compared, in constant time.
+int HttpServer::KeyIndex(const httplib::Request& req) const {
+  std::string key = req.get_header_value("x-api-key");
+  const std::string auth = req.get_header_value("Authorization");
+  if (key.empty() && auth.starts_with("Bearer ")) key = auth.substr(7);
+  int found = -1;
+  for (size_t i = 0; i < config_.api_keys.size(); ++i) {
+    if (ConstantTimeEquals(key, config_.api_keys[i])) found = static_cast<int>(i);
+  }
+  return found;
+}
+
+// With API keys, each key's requests live in a cache namespace of their own (keyed by the
+// key's position in the configuration, never by its text).
+void HttpServer::IsolateByKey(const httplib::Request& req, api::GenerationRequest& request) const {
+  if (config_.api_keys.empty()) return;
+  request.cache_salt = "key" + std::to_string(KeyIndex(req)) + "|" + request.cache_salt;
+}
+
 Status HttpServer::Bind() {
   if (config_.port == 0) {
     port_ = http_->bind_to_any_port(config_.host);
@@ -127,11 +147,8 @@ void HttpServer::RegisterRoutes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (config_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    std::string key = req.get_header_value("x-api-key");
-    const std::string auth = req.get_header_value("Authorization");
-    if (key.empty() && auth.starts_with("Bearer ")) key = auth.substr(7);
-    if (ConstantTimeEquals(key, config_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    if (config_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (KeyIndex(req) >= 0) return httplib::Server::HandlerResponse::Unhandled;
     ReplyError(req, res, {401, "authentication_error", "invalid or missing API key", ""});
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -149,16 +166,19 @@ void HttpServer::RegisterRoutes() {
   s.Post("/v1/chat/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::openai::ParseChatCompletionRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
+    IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
   }));
   s.Post("/v1/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::openai::ParseCompletionRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
+    IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
   }));
   s.Post("/v1/messages", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::anthropic::ParseMessagesRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
+    IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
   }));
   s.Post("/v1/messages/count_tokens", Guarded([this](const httplib::Request& req, httplib::Response& res) {

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "chat/stabilizer.h"
@@ -27,6 +28,7 @@
 
 namespace httplib {
 class Server;
+struct Request;
 }
 
 namespace hearth::server {
@@ -34,7 +36,9 @@ namespace hearth::server {
 struct HttpConfig {
   std::string host = "127.0.0.1";
   int port = 8080;               // 0: pick a free port (see HttpServer::port)
-  std::string api_key;           // empty: no authentication
+  // Accepted keys; none: no authentication. Each key's requests have a cache namespace of
+  // their own: one client's conversations never resume from another's states.
+  std::vector<std::string> api_keys;
   bool cors = false;             // answer browsers' cross-origin requests
   size_t max_body_bytes = 32u << 20;
   std::string model_alias;       // the model id reported by /v1/models
@@ -59,6 +63,8 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
+  int KeyIndex(const httplib::Request& req) const;
+  void IsolateByKey(const httplib::Request& req, api::GenerationRequest& request) const;
   void RegisterRoutes();
 
   HttpConfig config_;
