@@ -139,7 +139,7 @@ Status EngineLoop::DecodeMakingRoom() {
     for (auto& slot : slots_) {
       if (slot && slot->in_batch && !slot->pending) slot->n_prompt_done = static_cast<size_t>(ctx_->SeqLength(slot->seq));
     }
-    if (!DropOneShadow() && !cache_->EvictIdleDevice() && !RequeueYoungestPrefill() && !FailYoungestGenerating()) {
+    if (!DropOneShadow() && !cache_->EvictIdleDevice() && !RequeueYoungestPrefill() && !PauseYoungestGenerating()) {
       break;
     }
     BuildBatch();
@@ -176,8 +176,9 @@ bool EngineLoop::RequeueYoungestPrefill() {
 }
 
 // Last resort when generating requests together outgrow the KV cells: the youngest one
-// ends with an error naming the limit, so the others can go on.
-bool EngineLoop::FailYoungestGenerating() {
+// pauses. Its sequence goes to the cache (and from there to RAM when cells are needed);
+// it resumes where it stopped once the requests running before it are done.
+bool EngineLoop::PauseYoungestGenerating() {
   Slot* youngest = nullptr;
   int n_generating = 0;
   for (auto& slot : slots_) {
@@ -186,13 +187,60 @@ bool EngineLoop::FailYoungestGenerating() {
     if (!youngest || slot->t_admitted > youngest->t_admitted) youngest = slot.get();
   }
   if (youngest == nullptr || n_generating < 2) return false;
-  FailSlot(*youngest, ResourceExhausted("the requests running together outgrew the KV cache (--ctx-size " +
-                                        std::to_string(config_.context.n_ctx) + "); retry this one"));
+  EndShadow(*youngest, nullptr, "its request paused");
+  std::vector<engine::Token> decoded = youngest->task.prompt;
+  decoded.insert(decoded.end(), youngest->generated.begin(), youngest->generated.end());
+  decoded.resize(static_cast<size_t>(ctx_->SeqLength(youngest->seq)));  // the pending token is not in yet
+  cache_->Adopt(youngest->task.cache_namespace, youngest->seq, decoded);
+  youngest->in_batch = false;
+  youngest->logits_index.reset();
+  for (auto& s : slots_) {
+    if (s.get() == youngest) paused_.push_back(std::move(s));
+  }
+  std::fprintf(stderr, "hearth: paused a request at %zu tokens: the requests running together outgrew the KV cache "
+               "(--ctx-size %d); it resumes when the older ones are done\n", decoded.size(), config_.context.n_ctx);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.requests_paused++;
   return true;
 }
 
+// Resumes the oldest paused request once nothing else runs. A paused request whose
+// states left the cache meanwhile ends with the error it used to get at once.
+void EngineLoop::ResumePaused() {
+  if (paused_.empty()) return;
+  for (const auto& s : slots_) {
+    if (s && !s->task.background) return;
+  }
+  PreemptBackground(/*force=*/true);
+  auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const auto& s) { return s == nullptr; });
+  if (free_slot == slots_.end()) return;
+  std::unique_ptr<Slot> slot = std::move(paused_.front());
+  std::vector<engine::Token> decoded = slot->task.prompt;
+  decoded.insert(decoded.end(), slot->generated.begin(), slot->generated.end() - (slot->pending ? 1 : 0));
+  const auto n = static_cast<int32_t>(decoded.size());
+  auto lease = cache_->Acquire(slot->task.cache_namespace, decoded, n);
+  // Restoring it may need the KV cells that idle cached sequences hold.
+  while (lease && lease->report.n_reused != n && cache_->EvictIdleDevice()) {
+    cache_->Release(lease->seq);
+    lease = cache_->Acquire(slot->task.cache_namespace, decoded, n);
+  }
+  if (!lease) {
+    paused_.front() = std::move(slot);
+    return;
+  }
+  paused_.pop_front();
+  slot->seq = lease->seq;
+  *free_slot = std::move(slot);
+  if (lease->report.n_reused != n) {
+    FailSlot(**free_slot, ResourceExhausted("the requests running together outgrew the KV cache (--ctx-size " +
+                                             std::to_string(config_.context.n_ctx) +
+                                             ") and this one's paused state was evicted; retry it"));
+  }
+}
+
 bool EngineLoop::WaitForWork() {
-  const bool busy = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; });
+  const bool busy = !paused_.empty() ||
+                    std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; });
   std::deque<Queued> orphans;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -205,6 +253,8 @@ bool EngineLoop::WaitForWork() {
   }
   const Status down = Unavailable("the server is shutting down");
   for (auto& q : orphans) q.stream->PushError(down);
+  for (auto& p : paused_) p->stream->PushError(down);
+  paused_.clear();
   for (auto& slot : slots_) {
     if (slot) FailSlot(*slot, down);
   }
@@ -221,8 +271,8 @@ bool EngineLoop::HasForegroundWork() {
 
 // A request waiting takes precedence over warm-ahead: background slots end (keeping what
 // they prefilled) before it is admitted, so it resumes from their work.
-void EngineLoop::PreemptBackground() {
-  {
+void EngineLoop::PreemptBackground(bool force) {
+  if (!force) {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.empty()) return;
   }
@@ -232,6 +282,8 @@ void EngineLoop::PreemptBackground() {
 }
 
 void EngineLoop::AdmitQueued() {
+  ResumePaused();
+  if (!paused_.empty()) return;  // a paused request goes first when room returns
   PreemptBackground();
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]) continue;

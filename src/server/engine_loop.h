@@ -18,6 +18,8 @@
 //  5. A shadow sequence (shadow.h) lives only as long as its request; it holds
 //     prompt[0, fork) + tokens of a target the worker rendered, and reaches the cache
 //     only when the final reply still begins with what that target was rendered from.
+//  6. A request paused for KV room (paused_) holds no sequence: its tokens are in the
+//     cache; it resumes, before any queued task is admitted, once no other request runs.
 #pragma once
 
 #include <atomic>
@@ -58,6 +60,7 @@ struct EngineStats {
   int64_t requests_finished = 0;
   int64_t requests_cancelled = 0;
   int64_t requests_failed = 0;
+  int64_t requests_paused = 0;     // paused when requests running together outgrew the KV cells
   int64_t prompt_tokens = 0;
   int64_t prompt_tokens_cached = 0;
   int64_t prompt_tokens_prefilled = 0;
@@ -126,11 +129,12 @@ class EngineLoop {
   void DrainShadow(Slot& slot);
   void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool drain = true);
   bool DropOneShadow();
-  void PreemptBackground();
+  void PreemptBackground(bool force = false);
   void BuildBatch();
   Status DecodeMakingRoom();
   bool RequeueYoungestPrefill();
-  bool FailYoungestGenerating();
+  bool PauseYoungestGenerating();
+  void ResumePaused();
   void CommitStep();
   void EmitToken(Slot& slot, engine::Token token);
   void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
@@ -148,6 +152,7 @@ class EngineLoop {
   FinishedCallback on_finished_;
   ProgressCallback on_progress_;
   std::vector<std::unique_ptr<Slot>> slots_;  // null when free
+  std::deque<std::unique_ptr<Slot>> paused_;  // oldest first; their sequences are in the cache
   engine::Batch batch_;
 
   mutable std::mutex mu_;

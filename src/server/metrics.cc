@@ -18,6 +18,8 @@ std::string FormatPrometheus(const EngineStats& s) {
   Add(&out, "requests_finished_total", "counter", "Requests that ended normally or were cancelled.", s.requests_finished);
   Add(&out, "requests_cancelled_total", "counter", "Requests cancelled by their client.", s.requests_cancelled);
   Add(&out, "requests_failed_total", "counter", "Requests that ended with an error.", s.requests_failed);
+  Add(&out, "requests_paused_total", "counter",
+      "Requests paused because the ones running together outgrew the KV cache.", s.requests_paused);
   Add(&out, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", s.prompt_tokens);
   Add(&out, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from the cache.", s.prompt_tokens_cached);
   Add(&out, "prompt_tokens_prefilled_total", "counter", "Prompt tokens computed at request time.",
