@@ -412,18 +412,25 @@ void PrefixCache::Release(int32_t seq) {
 // disk first when a disk tier exists.
 void PrefixCache::EnforceRamBudget() {
   while (ram_bytes_ > config_.ram_budget_bytes) {
+    // The newest state of each conversation (nothing stored below it) goes only when
+    // nothing else is left: it is where that conversation's next turn resumes.
     uint64_t victim = 0;
-    double worst = 0;
-    const int64_t now = tree_.Tick();
-    tree_.ForEachState([&](PrefixTree::Node* n, State& s) {
-      if (s.tier != Tier::kRam || s.pins > 0) return;
-      const double age = static_cast<double>(now - s.last_used);
-      const double value = static_cast<double>(n->depth) / static_cast<double>(std::max<size_t>(s.bytes, 1)) / (1.0 + age);
-      if (victim == 0 || value < worst) {
-        victim = s.id;
-        worst = value;
-      }
-    });
+    for (const bool spare_newest : {true, false}) {
+      double worst = 0;
+      const int64_t now = tree_.Tick();
+      tree_.ForEachState([&](PrefixTree::Node* n, State& s) {
+        if (s.tier != Tier::kRam || s.pins > 0) return;
+        if (spare_newest && !PrefixTree::HasStateBelow(n)) return;
+        const double age = static_cast<double>(now - s.last_used);
+        const double value =
+            static_cast<double>(n->depth) / static_cast<double>(std::max<size_t>(s.bytes, 1)) / (1.0 + age);
+        if (victim == 0 || value < worst) {
+          victim = s.id;
+          worst = value;
+        }
+      });
+      if (victim != 0) break;
+    }
     if (victim == 0) break;
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(victim, &node);

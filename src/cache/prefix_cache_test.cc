@@ -164,6 +164,23 @@ TEST_F(PrefixCacheTest, RamBudgetHoldsUnderPressure) {
   EXPECT_GT(cache_->stats().snapshots_evicted, 0);
 }
 
+// Under RAM pressure, boundary snapshots go before the newest state of any conversation:
+// the oldest conversation can still resume its whole history.
+TEST_F(PrefixCacheTest, EachConversationsNewestStateOutlivesBoundarySnapshots) {
+  store_ = nullptr;
+  Make(true, 1, /*ram=*/2400);
+  store_->padding = 300;  // partial states 305 bytes, full ones (43 tokens) 477
+  std::vector<Tokens> histories;
+  for (int i = 0; i < 5; ++i) {
+    const Tokens p = Range(1000 * (i + 1), 40);
+    Turn(p, Range(50, 3), {10, 20, 30});
+    histories.push_back(Cat(p, Range(50, 3)));
+  }
+  EXPECT_GT(cache_->stats().snapshots_evicted, 0);
+  EXPECT_EQ(Turn(Cat(histories[0], Range(9000, 5)), {}), 43);
+  EXPECT_EQ(last_report_.tier, Tier::kRam);
+}
+
 TEST_F(PrefixCacheTest, NamespacesDoNotShare) {
   Make(true, 3);
   const Tokens p = Range(100, 40);

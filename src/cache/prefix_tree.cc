@@ -173,6 +173,13 @@ void PrefixTree::Visit(Node* node, const std::function<void(Node*)>& fn) const {
   for (auto& [tok, child] : node->children) Visit(child.get(), fn);
 }
 
+bool PrefixTree::HasStateBelow(const Node* node) {
+  for (const auto& [tok, child] : node->children) {
+    if (!child->states.empty() || HasStateBelow(child.get())) return true;
+  }
+  return false;
+}
+
 void PrefixTree::ForEachState(const std::function<void(Node*, State&)>& fn) {
   for (auto& [ns, root] : roots_) {
     Visit(root.get(), [&](Node* n) {

@@ -99,6 +99,10 @@ class PrefixTree {
   // The tokens from the root to `node`.
   std::vector<Token> PathTokens(const Node* node) const;
 
+  // Whether any node below `node` holds a state (false: a state on `node` is the newest
+  // of its conversation).
+  static bool HasStateBelow(const Node* node);
+
   // Visits every state (for eviction and reporting).
   void ForEachState(const std::function<void(Node*, State&)>& fn);
 
