@@ -113,8 +113,14 @@ void RegisterServe(CLI::App& app) {
       ->delimiter(',');
   cmd->add_flag("--stabilize-drop", f->stabilize_drop, "drop matched spans instead of moving them to the end");
   cmd->add_flag("!--no-warm-ahead", f->http.warm_ahead, "do not prepare the next turn while idle");
+  cmd->add_flag("!--no-cache", f->engine.prefix_cache,
+                "no prefix cache at all (every prompt computed in full): a baseline for measuring the cache");
   cmd->callback([f] {
     if (f->engine.context.n_ubatch > f->engine.context.n_batch) f->engine.context.n_ubatch = f->engine.context.n_batch;
+    if (!f->engine.prefix_cache) {
+      f->cache_sequences = 0;
+      f->http.warm_ahead = false;
+    }
     f->engine.context.n_seq_max = f->engine.n_parallel + f->cache_sequences;
     auto stabilizer = chat::Stabilizer::Parse(
         f->stabilize, f->stabilize_drop ? chat::StabilizeMode::kDrop : chat::StabilizeMode::kMoveToEnd);

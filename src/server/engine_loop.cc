@@ -298,7 +298,7 @@ void EngineLoop::AdmitQueued() {
 // no sequence is free (the task goes back to the front of its queue).
 bool EngineLoop::Admit(Queued q, size_t slot_index) {
   const auto& prompt = q.task.prompt;
-  int32_t max_reuse = static_cast<int32_t>(prompt.size()) - 1;
+  int32_t max_reuse = config_.prefix_cache ? static_cast<int32_t>(prompt.size()) - 1 : 0;
   if (q.task.max_resume >= 0) max_reuse = std::min(max_reuse, q.task.max_resume);
   auto lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse);
   // Shadows are the first to give their sequence up.
@@ -331,7 +331,7 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
     ++slot->next_snapshot;
   }
   slot->t_admitted = Clock::now();
-  if (static_cast<int32_t>(slot->n_prompt_done) == ShadowFork(slot->task)) StartShadow(*slot);
+  if (static_cast<int32_t>(slot->n_prompt_done) == ShadowFork(slot->task) && config_.prefix_cache) StartShadow(*slot);
   slots_[slot_index] = std::move(slot);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy++;
@@ -448,7 +448,7 @@ void EngineLoop::TakeSnapshots(Slot& slot) {
   const auto& snaps = slot.task.snapshot_positions;
   while (slot.next_snapshot < snaps.size() && snaps[slot.next_snapshot] <= static_cast<int32_t>(slot.n_prompt_done)) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
-    if (at == slot.n_prompt_done) {
+    if (at == slot.n_prompt_done && config_.prefix_cache) {
       cache_->SnapshotPartial(slot.task.cache_namespace, slot.seq, std::span(slot.task.prompt).subspan(0, at));
       if (static_cast<int32_t>(at) == ShadowFork(slot.task)) StartShadow(slot);
     }
@@ -605,7 +605,7 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
 // decoded tokens, also when cancelled half way), or empty after a failure.
 void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
   const engine::SeqId seq = slot.seq;
-  if (keep_in_cache) {
+  if (keep_in_cache && config_.prefix_cache) {
     std::vector<engine::Token> history = slot.task.prompt;
     history.insert(history.end(), slot.generated.begin(), slot.generated.end());
     history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(seq))));

@@ -52,6 +52,7 @@ struct EngineConfig {
   size_t cache_disk_bytes = 8ull << 30;
   std::string cache_namespace;     // model fingerprint + context settings; tasks add their salt
   bool verbose = false;            // one log line per request
+  bool prefix_cache = true;        // false (--no-cache): no reuse, no snapshots, nothing kept; a baseline
   bool shadow_prefill = true;      // shadow.h; needs a progress callback
   int shadow_wait_ms = 0;          // tests: wait this long for each shadow render, for determinism
 };

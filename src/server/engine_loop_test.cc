@@ -476,6 +476,32 @@ TEST_F(EngineLoopTest, RequestsThatFitAloneButNotTogetherBothFinish) {
   }
 }
 
+// --no-cache: a prompt that extends an earlier one is computed in full, and nothing
+// stays behind.
+TEST_F(EngineLoopTest, WithoutThePrefixCacheNothingIsReused) {
+  for (bool cached : {true, false}) {
+    EngineConfig c = Config(1);
+    c.prefix_cache = cached;
+    EngineLoop loop(*model_, c);
+    ASSERT_TRUE(loop.Start().ok());
+    GenerationTask t = Task(LongText("c", 30), 4);
+    t.snapshot_positions = {static_cast<int32_t>(t.prompt.size())};  // where the next one diverges
+    GenerationTask longer = t;  // the same prompt and then some
+    longer.prompt.insert(longer.prompt.end(), t.prompt.begin() + 5, t.prompt.begin() + 9);
+    longer.snapshot_positions = {static_cast<int32_t>(longer.prompt.size())};
+    Outcome first = Drain(*Submit(loop, t));
+    Outcome second = Drain(*Submit(loop, longer));
+    ASSERT_TRUE(first.done && second.done);
+    EXPECT_EQ(first.completion.usage.cached_tokens, 0);
+    if (cached) {
+      EXPECT_GT(second.completion.usage.cached_tokens, 0);
+    } else {
+      EXPECT_EQ(second.completion.usage.cached_tokens, 0);
+      EXPECT_EQ(loop.stats().cache.n_states, 0u);
+    }
+  }
+}
+
 // Chat tasks go through the output parser: the streamed pieces add up to the final
 // completion, field by field.
 TEST_F(EngineLoopTest, ChatTaskDeltasAddUpToTheCompletion) {
