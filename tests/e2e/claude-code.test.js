@@ -139,12 +139,21 @@ test('Claude Code completes a headless turn against hearth', { skip: skipReason 
     DISABLE_ERROR_REPORTING: '1',
     CLAUDE_CODE_MAX_OUTPUT_TOKENS: '64',
   };
-  const args = ['-p', 'say hi', '--max-turns', '1', '--model', MODEL, '--output-format', 'json'];
-  const r = await runClaude(args, { cwd: work, env });
+  // The random model's reply can come out empty: a stop sequence may match its very first
+  // piece, and Claude Code reports an empty turn as an error. Another prompt gives another
+  // reply; a working server passes with one of three. Every request must still succeed.
+  let r;
+  const runs = [];
+  for (const prompt of ['say hi', 'say hello', 'greet me']) {
+    const args = ['-p', prompt, '--max-turns', '1', '--model', MODEL, '--output-format', 'json'];
+    r = await runClaude(args, { cwd: work, env });
+    runs.push(`prompt ${JSON.stringify(prompt)}: exit ${r.code} ${r.signal ?? ''}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n`);
+    if (r.code === 0 && JSON.parse(r.stdout).is_error === false) break;
+  }
 
   const outDir = path.join(OUT_DIR, 'claude-code');
   fs.mkdirSync(outDir, { recursive: true });
-  fs.writeFileSync(path.join(outDir, 'run.txt'), `exit ${r.code} ${r.signal ?? ''}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n`);
+  fs.writeFileSync(path.join(outDir, 'run.txt'), runs.join('\n'));
   captured.forEach((c, i) => fs.writeFileSync(path.join(outDir, `request-${i}.json`), JSON.stringify(c, null, 1)));
 
   assert.equal(r.code, 0, `claude exited ${r.code} ${r.signal ?? ''}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
