@@ -6,7 +6,7 @@
 //
 // Invariants:
 //  1. info().layers.size() == info().n_layer.
-//  2. info().fingerprint is a pure function of the file's bytes.
+//  2. info().fingerprint is a pure function of the file's bytes (FingerprintFile).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,7 @@ struct ModelInfo {
   std::vector<LayerKind> layers;
   bool has_recurrent = false;
   std::string chat_template;  // embedded tokenizer.chat_template, may be empty
-  std::string fingerprint;    // 32 hex digits: XXH3-128 of the whole file
+  std::string fingerprint;    // 32 hex digits: see FingerprintFile
 };
 
 struct ModelOptions {
@@ -103,7 +103,10 @@ class Model {
   ModelInfo info_;
 };
 
-// XXH3-128 of the file's bytes as 32 hex digits. Errors: kNotFound, kDataLoss on read error.
+// XXH3-128, as 32 hex digits, of the file's size and bytes: all of them for files up to
+// 24 MiB, else the first 8 MiB, 256 evenly spaced 64 KiB samples and the last 64 KiB.
+// Different weights differ there (a fine-tune changes nearly every tensor); hashing every
+// byte of a multi-gigabyte model took seconds at start-up. Errors: kNotFound, kDataLoss.
 StatusOr<std::string> FingerprintFile(const std::string& path);
 
 }  // namespace hearth::engine

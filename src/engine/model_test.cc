@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
 #include <fstream>
 
 #include "testing/test_env.h"
@@ -42,6 +43,29 @@ TEST(ModelTest, FingerprintIsStableAndContentBased) {
   EXPECT_EQ(*a, *b);
   EXPECT_NE(*a, *c);
   EXPECT_EQ(FingerprintFile("/nonexistent/x.gguf").status().code(), StatusCode::kNotFound);
+}
+
+// Big files are sampled: a change in the head, in the weights or at the end shows.
+TEST(ModelTest, FingerprintOfABigFileSeesChangesThroughout) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/big.bin";
+  std::vector<char> bytes(40u << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  auto write = [&] { std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size())); };
+  write();
+  auto base = FingerprintFile(path);
+  ASSERT_TRUE(base.ok());
+  // In the head, in the 129th sample (8 MiB + 128 * (32 MiB / 256)), in the tail.
+  for (size_t at : {size_t{100}, (size_t{8} << 20) + 128 * (size_t{128} << 10) + 100, bytes.size() - 1}) {
+    bytes[at] = static_cast<char>(bytes[at] ^ 0x5A);
+    write();
+    auto changed = FingerprintFile(path);
+    ASSERT_TRUE(changed.ok());
+    bytes[at] = static_cast<char>(bytes[at] ^ 0x5A);
+    EXPECT_NE(*changed, *base) << "byte " << at;
+  }
+  write();
+  EXPECT_EQ(*FingerprintFile(path), *base);
 }
 
 TEST(ModelTest, TokenizeRoundTripsMultibyteText) {
