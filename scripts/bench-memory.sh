@@ -1,28 +1,33 @@
-#!/bin/bash
-# Memory and restore-speed measurement on the small model: interleaved conversations,
-# room for 2 on the device, bounded RAM and disk tiers, then a restart.
-set -u
+#!/usr/bin/env bash
+# Memory and restore-speed measurement (docs/benchmarks.md): interleaved conversations
+# with room for 2 on the device and bounded RAM and disk tiers, then a restart over the
+# same cache directory and the same sessions again.
 # Usage: HEARTH=build/src/hearth MODEL=small-qwen35.gguf OUT=dir scripts/bench-memory.sh
 # Samples the server's resident memory and the cache directory's size every 0.5 s
 # (OUT/rss-N.txt: time, VmRSS KiB, cache dir KiB); restore speeds are in the server's
 # per-request log lines (OUT/serve-N.log: tier, ms, MiB).
-H=${HEARTH:-build/src/hearth}
-M=${MODEL:?set MODEL to a model file (hearth mkmodel --preset small)}
-OUT=${OUT:-bench-results/memory}
-mkdir -p "$OUT"
-D=$OUT/cdir; rm -rf "$D"
-PORT=${PORT:-18410}
-start() {
-  $H serve -m $M -t 2 -c 8192 -P 2 --cache-seqs 2 --cache-ram 256 --cache-dir $D --cache-disk 512 --port $PORT -v > $OUT/serve-$1.log 2>&1 &
-  echo $! > $OUT/pid
-  for i in $(seq 1 120); do curl -sf 127.0.0.1:$PORT/health >/dev/null && break; sleep 0.5; done
-  ( while kill -0 $(cat $OUT/pid) 2>/dev/null; do echo "$(date +%s.%N) $(awk '/VmRSS/{print $2}' /proc/$(cat $OUT/pid)/status) $(du -sk $D | cut -f1)"; sleep 0.5; done ) > $OUT/rss-$1.txt &
-}
-stop() { kill $(cat $OUT/pid); sleep 2; }
-start 1
-$H bench http://127.0.0.1:$PORT --scenario interleaved --sessions 6 --turns 3 --max-tokens 8 --no-nonce --render-model $M --out $OUT/b1 --no-plots > $OUT/b1.log 2>&1
-stop
-start 2
-$H bench http://127.0.0.1:$PORT --scenario interleaved --sessions 6 --turns 3 --max-tokens 8 --no-nonce --render-model $M --out $OUT/b2 --no-plots > $OUT/b2.log 2>&1
-stop
-echo done
+set -euo pipefail
+source "$(dirname "$0")/lib/hearth-serve.sh"
+hearth=${HEARTH:-build/src/hearth}
+model=${MODEL:?set MODEL to a model file (hearth mkmodel --preset small)}
+out=${OUT:-bench-results/memory}
+cache_dir=$out/cdir
+mkdir -p "$out"
+rm -rf "$cache_dir"
+server_pid=
+trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null' EXIT
+
+for run in 1 2; do
+  start_hearth "$out/serve-$run.out" "$out/serve-$run.log" -m "$model" -t 2 -c 8192 -P 2 --cache-seqs 2 \
+    --cache-ram 256 --cache-dir "$cache_dir" --cache-disk 512 -v
+  ( while kill -0 "$server_pid" 2>/dev/null; do
+      echo "$(date +%s.%N) $(awk '/VmRSS/{print $2}' "/proc/$server_pid/status" 2>/dev/null) $(du -sk "$cache_dir" | cut -f1)"
+      sleep 0.5
+    done ) >"$out/rss-$run.txt" &
+  "$hearth" bench "http://127.0.0.1:$port" --scenario interleaved --sessions 6 --turns 3 --max-tokens 8 \
+    --no-nonce --render-model "$model" --out "$out/b$run" --no-plots >"$out/b$run.log" 2>&1
+  kill "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+done
+echo "bench-memory: results in $out"

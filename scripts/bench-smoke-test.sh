@@ -4,6 +4,7 @@
 # Usage: bench-smoke-test.sh HEARTH MODEL.gguf
 set -euo pipefail
 hearth=$1 model=$2
+source "$(dirname "$0")/lib/hearth-serve.sh"
 work=$(mktemp -d)
 server_pid=
 cleanup() {
@@ -13,16 +14,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "bench_smoke: $*" >&2; echo "--- server log" >&2; tail -20 "$work/server.err" >&2; exit 1; }
 
-"$hearth" serve -m "$model" --port 0 >"$work/server.out" 2>"$work/server.err" &
-server_pid=$!
-port=
-for _ in $(seq 100); do
-  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/server.out")
-  [[ -n "$port" ]] && break
-  kill -0 "$server_pid" 2>/dev/null || fail "hearth serve exited"
-  sleep 0.1
-done
-[[ -n "$port" ]] || fail "hearth serve did not print its port"
+start_hearth "$work/server.out" "$work/server.err" -m "$model" || fail "hearth serve did not start"
 
 out="$work/results"
 "$hearth" bench "http://127.0.0.1:$port" --scenario chat --turns 3 --system-tokens 60 --user-tokens 40 \

@@ -6,6 +6,7 @@
 # Env:   DEMO_TURNS (default 4)
 set -euo pipefail
 hearth=$1 models=$2 results=$3
+source "$(dirname "$0")/lib/hearth-serve.sh"
 model="$models/small-qwen35.gguf"
 mkdir -p "$models"
 if [[ ! -f "$model" ]]; then
@@ -24,16 +25,7 @@ stop() {
 trap stop EXIT
 
 echo "demo: starting hearth serve -m $model"
-"$hearth" serve -m "$model" --port 0 >"$log" 2>"$log.err" &
-server_pid=$!
-port=
-for _ in $(seq 600); do
-  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")
-  [[ -n "$port" ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$log.err" >&2; echo "demo: hearth serve exited" >&2; exit 1; }
-  sleep 0.2
-done
-[[ -n "$port" ]] || { echo "demo: hearth serve did not start" >&2; exit 1; }
+start_hearth "$log" "$log.err" -m "$model" || { echo "demo: hearth serve did not start" >&2; exit 1; }
 echo "demo: hearth is listening on 127.0.0.1:$port; a ${DEMO_TURNS:-4}-turn chat session follows"
 
 # A demonstration, not the full benchmark (scripts/bench-compare.sh): short messages so

@@ -46,15 +46,6 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
-std::string DefaultOutDir() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "bench-results/%Y%m%d-%H%M%S", &tm);
-  return buf;
-}
-
 // This process's command line, for the results ("hearth bench ...").
 std::string CommandLine() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -137,7 +128,7 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
     c.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!f.no_nonce) c.spec.nonce = f.nonce.empty() ? RandomNonce() : f.nonce;
-  if (c.out_dir.empty()) c.out_dir = DefaultOutDir();
+  if (c.out_dir.empty()) c.out_dir = bench::FormatNow("bench-results/%Y%m%d-%H%M%S", /*utc=*/false);
   c.plots = !f.no_plots;
   c.print_turns = !f.no_turn_table;
   if (c.spec.n_turns < 1 || c.reps < 1 || c.spec.n_sessions < 1) Usage("--turns, --reps and --sessions must be >= 1");

@@ -12,15 +12,6 @@
 namespace hearth::bench {
 namespace {
 
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 Json ModelFileInfo(const std::string& path) {
   Json j{{"path", path}};
   std::error_code ec;
@@ -31,7 +22,7 @@ Json ModelFileInfo(const std::string& path) {
 
 Json BuildEnvironment(const BenchConfig& c, const Runner& runner) {
   Json env = runner.Environment();
-  env["date"] = UtcNow();
+  env["date"] = FormatNow("%Y-%m-%dT%H:%M:%SZ", /*utc=*/true);
   env["host"] = HostInfo();
   env["command"] = c.command_line;
   std::string model_file = c.model_file;
@@ -69,6 +60,19 @@ std::vector<std::string> Labels(const Runner& runner) {
 }
 
 }  // namespace
+
+std::string FormatNow(const char* format, bool utc) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  if (utc) {
+    gmtime_r(&t, &tm);
+  } else {
+    localtime_r(&t, &tm);
+  }
+  char buf[128];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
 
 int FinishRun(const BenchConfig& config, const Runner& runner, const std::string& extra_markdown) {
   const std::vector<TurnRow>& rows = runner.rows();

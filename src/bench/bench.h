@@ -42,6 +42,10 @@ struct BenchConfig {
   std::string restart_cmd;      // diagnose: restarts the server between turns
 };
 
+// The current time through strftime `format`, in UTC or local time (dates in env.json,
+// default results folder names).
+std::string FormatNow(const char* format, bool utc);
+
 // Returns the process exit code: 0 when the run finished (even if some requests failed:
 // failures are results), 1 when it could not run.
 int RunBench(const BenchConfig& config);

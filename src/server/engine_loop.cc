@@ -668,7 +668,7 @@ int EngineLoop::UnfedShadowTokens(Slot& slot) {
     std::lock_guard<std::mutex> lock(sh.mailbox->mu);
     if (sh.mailbox->version == sh.version) return sh.version == 0 ? 0 : sh.unfed;
     sh.version = sh.mailbox->version;
-    sh.target = sh.mailbox->target;
+    sh.target = std::move(sh.mailbox->target);  // the worker publishes a new one each time
   }
   const auto& t = sh.target.tokens;
   const auto& prompt = slot.task.prompt;
@@ -699,9 +699,8 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   ++sh.reseeds;
   const auto& t = sh.target.tokens;
   const auto& prompt = slot.task.prompt;
-  size_t diverged = 0;
-  const size_t limit = std::min({t.size(), prompt.size(), static_cast<size_t>(slot.task.generation_start)});
-  while (diverged < limit && t[diverged] == prompt[diverged]) ++diverged;
+  const size_t diverged =
+      std::min(engine::CommonPrefix(t, prompt), static_cast<size_t>(slot.task.generation_start));
   const auto& marks = slot.task.snapshot_positions;
   for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
     if (*it > static_cast<int32_t>(diverged) || *it <= 0) continue;

@@ -13,6 +13,7 @@
 #include "engine/chat_template.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
+#include "server/test_server.h"
 #include "testing/test_env.h"
 
 namespace hearth::server {
@@ -23,11 +24,6 @@ using json = nlohmann::json;
 class FailureModesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = testing::LoadTestModel("qwen35");
-    ASSERT_NE(model_, nullptr);
-    auto t = engine::ChatTemplate::Create(*model_, "");
-    ASSERT_TRUE(t.ok());
-    tmpl_ = std::move(*t);
     EngineConfig ec;
     ec.context.n_ctx = 8192;
     ec.context.n_batch = 256;
@@ -35,24 +31,17 @@ class FailureModesTest : public ::testing::Test {
     ec.context.n_threads = 1;
     ec.n_parallel = 2;
     ec.context.n_seq_max = 4;
-    ec.cache_namespace = model_->info().fingerprint;
     ec.shadow_wait_ms = 5000;  // every shadow render lands before the next token: deterministic
-    loop_ = std::make_unique<EngineLoop>(*model_, ec);
     HttpConfig hc;
-    hc.port = 0;
     hc.model_alias = "tiny";
-    http_ = std::make_unique<HttpServer>(hc, *model_, *tmpl_, *loop_);
-    ASSERT_TRUE(loop_->Start().ok());
-    ASSERT_TRUE(http_->Bind().ok());
-    serve_ = std::thread([this] { http_->Serve(); });
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
-    client_->set_read_timeout(120, 0);
+    server_ = std::make_unique<TestServer>(ec, hc);
+    ASSERT_TRUE(server_->ok());
+    model_ = &server_->model();
+    tmpl_ = &server_->chat_template();
+    loop_ = &server_->loop();
+    client_ = &server_->client();
   }
-  void TearDown() override {
-    if (http_) http_->Stop();
-    if (serve_.joinable()) serve_.join();
-    if (loop_) loop_->Stop();
-  }
+  void TearDown() override { server_.reset(); }
 
   json Chat(const json& messages, bool think, int max_tokens = 24, const std::string& salt = "") {
     json body = {{"messages", messages},
@@ -105,12 +94,11 @@ class FailureModesTest : public ::testing::Test {
            static_cast<int>(model_->Tokenize(b->prompt, false, true).size());
   }
 
+  std::unique_ptr<TestServer> server_;
   const engine::Model* model_ = nullptr;
-  std::unique_ptr<engine::ChatTemplate> tmpl_;
-  std::unique_ptr<EngineLoop> loop_;
-  std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<httplib::Client> client_;
-  std::thread serve_;
+  const engine::ChatTemplate* tmpl_ = nullptr;
+  EngineLoop* loop_ = nullptr;
+  httplib::Client* client_ = nullptr;
 };
 
 // The template re-renders the previous reply differently from what was generated (no
@@ -173,7 +161,9 @@ TEST_F(FailureModesTest, FollowUpsWithoutIdleTimePrefillOnlyNewTokens) {
     }
     // (With thinking on, the random model rarely leaves its reasoning, so there is often
     // no content to shadow: the re-rendered reply is then only its closing tokens.)
-    if (!think) EXPECT_GE(loop_->stats().shadows_kept - kept_before, kTurns - 1);
+    if (!think) {
+      EXPECT_GE(loop_->stats().shadows_kept - kept_before, kTurns - 1);
+    }
   }
 }
 

@@ -5,10 +5,8 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
-#include <thread>
 
-#include "engine/chat_template.h"
-#include "testing/test_env.h"
+#include "server/test_server.h"
 
 namespace hearth::server {
 namespace {
@@ -18,33 +16,16 @@ using json = nlohmann::json;
 class HttpServerKeysTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = testing::LoadTestModel("qwen35");
-    ASSERT_NE(model_, nullptr);
-    auto t = engine::ChatTemplate::Create(*model_, "");
-    ASSERT_TRUE(t.ok());
-    tmpl_ = std::move(*t);
     EngineConfig ec;
     ec.context.n_ctx = 4096;
     ec.context.n_threads = 1;
     ec.context.n_seq_max = 4;
     ec.n_parallel = 2;
-    ec.cache_namespace = model_->info().fingerprint;
-    loop_ = std::make_unique<EngineLoop>(*model_, ec);
     HttpConfig hc;
-    hc.port = 0;
     hc.api_keys = {"key-alpha", "key-beta"};
     hc.warm_ahead = false;  // only what requests themselves leave behind
-    http_ = std::make_unique<HttpServer>(hc, *model_, *tmpl_, *loop_);
-    ASSERT_TRUE(loop_->Start().ok());
-    ASSERT_TRUE(http_->Bind().ok());
-    serve_ = std::thread([this] { http_->Serve(); });
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
-    client_->set_read_timeout(60, 0);
-  }
-  void TearDown() override {
-    if (http_) http_->Stop();
-    if (serve_.joinable()) serve_.join();
-    if (loop_) loop_->Stop();
+    server_ = std::make_unique<TestServer>(ec, hc);
+    ASSERT_TRUE(server_->ok());
   }
 
   // The request's HTTP status and its cached prompt tokens (-1 when it failed).
@@ -53,19 +34,14 @@ class HttpServerKeysTest : public ::testing::Test {
                                {{"role", "user"}, {"content", "What is a key?"}}}},
                  {"max_tokens", 2},
                  {"temperature", 0}};
-    auto res = client_->Post("/v1/chat/completions", {{"Authorization", "Bearer " + key}}, body.dump(),
+    auto res = server_->client().Post("/v1/chat/completions", {{"Authorization", "Bearer " + key}}, body.dump(),
                              "application/json");
     if (!res) return {0, -1};
     if (res->status != 200) return {res->status, -1};
     return {200, json::parse(res->body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>()};
   }
 
-  const engine::Model* model_ = nullptr;
-  std::unique_ptr<engine::ChatTemplate> tmpl_;
-  std::unique_ptr<EngineLoop> loop_;
-  std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<httplib::Client> client_;
-  std::thread serve_;
+  std::unique_ptr<TestServer> server_;
 };
 
 TEST_F(HttpServerKeysTest, EachKeyHasItsOwnCacheNamespace) {

@@ -178,8 +178,7 @@ std::optional<int32_t> RequestBuilder::MovedSpansStart(const api::GenerationRequ
   if (at == std::string::npos) return std::nullopt;
   const auto head = model_.Tokenize(built.prompt_text.substr(0, at), /*add_bos=*/false, /*parse_special=*/true);
   const auto& prompt = built.task.prompt;
-  size_t n = 0;
-  while (n < head.size() && n < prompt.size() && head[n] == prompt[n]) ++n;
+  const size_t n = engine::CommonPrefix(head, prompt);
   if (n == 0 || static_cast<int32_t>(n) >= built.task.generation_start) return std::nullopt;
   return static_cast<int32_t>(n);
 }

@@ -78,7 +78,7 @@ struct ShadowMailbox {
 
   std::mutex mu;
   std::condition_variable cv;
-  ShadowTarget target;    // guarded by mu
+  ShadowTarget target;    // guarded by mu; the loop moves it out when it takes a new version
   uint64_t version = 0;   // guarded by mu; bumped with every published target
   bool busy = false;      // guarded by mu; a render is in flight
 

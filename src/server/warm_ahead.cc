@@ -42,11 +42,7 @@ api::GenerationRequest NextRequest(const api::GenerationRequest& request, const 
   return next;
 }
 
-size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engine::Token>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
+using engine::CommonPrefix;
 
 constexpr char kPlaceholder[] = "hearth warm-ahead placeholder one";
 
@@ -188,8 +184,7 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
   if (!std::holds_alternative<BuildResult>(a) || !std::holds_alternative<BuildResult>(b)) return std::nullopt;
   const auto& ta = std::get<BuildResult>(a).task;
   const auto& tb = std::get<BuildResult>(b).task;
-  size_t common = 0;
-  while (common < ta.prompt.size() && common < tb.prompt.size() && ta.prompt[common] == tb.prompt[common]) ++common;
+  const size_t common = CommonPrefix(ta.prompt, tb.prompt);
   if (common < 2) return std::nullopt;
   GenerationTask task;
   task.background = true;
@@ -206,11 +201,7 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
     auto c = builder.Render(NextRequest(request, longer, kPlaceholder));
     if (std::holds_alternative<BuildResult>(c)) {
       const auto& tc = std::get<BuildResult>(c).task.prompt;
-      int32_t end = 0;
-      while (static_cast<size_t>(end) < tc.size() && static_cast<size_t>(end) < ta.prompt.size() &&
-             tc[static_cast<size_t>(end)] == ta.prompt[static_cast<size_t>(end)]) {
-        ++end;
-      }
+      const auto end = static_cast<int32_t>(CommonPrefix(tc, ta.prompt));
       for (int32_t p = std::max<int32_t>(1, end - kCutOffSnapshots); p <= end; ++p) task.snapshot_positions.push_back(p);
       task.max_resume = std::max<int32_t>(1, end - kCutOffSnapshots);
       std::sort(task.snapshot_positions.begin(), task.snapshot_positions.end());

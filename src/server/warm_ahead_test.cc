@@ -19,10 +19,8 @@ class PlanShadowTest : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = testing::LoadTestModel("qwen35");
-    ASSERT_NE(model_, nullptr);
-    auto t = engine::ChatTemplate::Create(*model_, "");
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tmpl_ = std::move(*t);
+    tmpl_ = testing::LoadTestTemplate("qwen35");
+    ASSERT_TRUE(model_ != nullptr && tmpl_ != nullptr);
     builder_ = std::make_unique<RequestBuilder>(*model_, *tmpl_, 8192, "test");
   }
 
@@ -72,7 +70,7 @@ class PlanShadowTest : public ::testing::Test {
   }
 
   const engine::Model* model_ = nullptr;
-  std::unique_ptr<engine::ChatTemplate> tmpl_;
+  const engine::ChatTemplate* tmpl_ = nullptr;
   std::unique_ptr<RequestBuilder> builder_;
 };
 

@@ -68,6 +68,24 @@ const engine::Model* LoadTestModel(std::string_view arch) {
   return raw;
 }
 
+const engine::ChatTemplate* LoadTestTemplate(std::string_view arch) {
+  const engine::Model* model = LoadTestModel(arch);
+  if (model == nullptr) return nullptr;
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<engine::ChatTemplate>> templates;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = templates.find(std::string(arch));
+  if (it != templates.end()) return it->second.get();
+  auto t = engine::ChatTemplate::Create(*model, "");
+  if (!t.ok()) {
+    ADD_FAILURE() << "cannot make the chat template of " << arch << ": " << t.status().ToString();
+    return nullptr;
+  }
+  const engine::ChatTemplate* raw = t->get();
+  templates.emplace(std::string(arch), std::move(*t));
+  return raw;
+}
+
 int ClearGreedySteps(const engine::Model& model, const std::vector<engine::Token>& prompt, int max_steps) {
   engine::ContextOptions o;
   o.n_ctx = 1024;

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/chat_template.h"
 #include "engine/model.h"
 
 namespace hearth::testing {
@@ -27,6 +28,9 @@ std::string MakeTempDir();
 // Loads tiny-<arch>.gguf once per process. Fails the calling test (ADD_FAILURE) and
 // returns nullptr when it cannot.
 const engine::Model* LoadTestModel(std::string_view arch);
+// The model's own chat template (the real Qwen3.5 one for the qwen35 models), made once
+// per process. Fails the calling test and returns nullptr when it cannot.
+const engine::ChatTemplate* LoadTestTemplate(std::string_view arch);
 
 // How many greedy steps from `prompt` have a clear winner: top two logits more than
 // kClearGap apart, decoding alone in a fresh context. Decoding in another batch sums in

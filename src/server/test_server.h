@@ -1,0 +1,65 @@
+// TestServer (tests only): an EngineLoop and an HttpServer on the tiny hybrid model with
+// its real Qwen3.5 template, listening on a free port, and a client for it. For the tests
+// that go through HTTP.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <memory>
+#include <thread>
+
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+#include "testing/test_env.h"
+
+namespace hearth::server {
+
+class TestServer {
+ public:
+  // `ec.cache_namespace` is set to the model's fingerprint and `hc.port` to 0. On failure
+  // the calling test has failed and ok() is false.
+  TestServer(EngineConfig ec, HttpConfig hc) {
+    model_ = testing::LoadTestModel("qwen35");
+    tmpl_ = testing::LoadTestTemplate("qwen35");
+    if (model_ == nullptr || tmpl_ == nullptr) return;
+    ec.cache_namespace = model_->info().fingerprint;
+    hc.port = 0;
+    loop_ = std::make_unique<EngineLoop>(*model_, ec);
+    http_ = std::make_unique<HttpServer>(hc, *model_, *tmpl_, *loop_);
+    if (Status s = loop_->Start(); !s.ok()) {
+      ADD_FAILURE() << s.ToString();
+      return;
+    }
+    if (Status s = http_->Bind(); !s.ok()) {
+      ADD_FAILURE() << s.ToString();
+      return;
+    }
+    serve_ = std::thread([this] { http_->Serve(); });
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
+    client_->set_read_timeout(120, 0);
+  }
+  ~TestServer() {
+    if (http_) http_->Stop();
+    if (serve_.joinable()) serve_.join();
+    if (loop_) loop_->Stop();
+  }
+  TestServer(const TestServer&) = delete;
+  TestServer& operator=(const TestServer&) = delete;
+
+  bool ok() const { return client_ != nullptr; }
+  const engine::Model& model() const { return *model_; }
+  const engine::ChatTemplate& chat_template() const { return *tmpl_; }
+  EngineLoop& loop() { return *loop_; }
+  httplib::Client& client() { return *client_; }
+
+ private:
+  const engine::Model* model_ = nullptr;
+  const engine::ChatTemplate* tmpl_ = nullptr;
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<HttpServer> http_;
+  std::thread serve_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace hearth::server
