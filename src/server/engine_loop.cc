@@ -736,11 +736,27 @@ void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
   budget -= static_cast<int>(n);
 }
 
-// The reply ended: feeds the shadow what its newest target still holds, in one decode of
-// its own (the step's logits are no longer needed).
-void EngineLoop::DrainShadow(Slot& slot) {
+// The reply ended as `final_reply`: feeds the shadow what its newest target still holds,
+// continued through the reply's last word and the end of its turn where the target can
+// say how (FinalShadowTokens), in one decode of its own (the step's logits are no longer
+// needed).
+void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply) {
   Slot::Shadow& sh = *slot.shadow;
-  const int unfed = UnfedShadowTokens(slot);
+  int unfed = UnfedShadowTokens(slot);
+  if (unfed < 0) return;
+  const auto tokenize = [this](const std::string& text) {
+    return model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
+  };
+  if (auto tokens = FinalShadowTokens(sh.target, final_reply, tokenize)) {
+    const auto fork = static_cast<size_t>(sh.fork);
+    const size_t done = fork + sh.fed.size();
+    if (tokens->size() >= done && std::equal(sh.fed.begin(), sh.fed.end(), tokens->begin() + sh.fork)) {
+      sh.target.tokens = std::move(*tokens);
+      sh.target.basis_content = final_reply.content;
+      sh.target.basis_reasoning = final_reply.reasoning;
+      unfed = sh.unfed = static_cast<int>(sh.target.tokens.size() - done);
+    }
+  }
   if (unfed <= 0) return;
   // Bounded: the reply's final event waits for this decode; warm-ahead does the rest.
   constexpr int kMaxDrain = 64;
@@ -766,7 +782,7 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
   Slot::Shadow& sh = *slot.shadow;
   if (drain && final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
       final_reply->reasoning.starts_with(sh.target.basis_reasoning)) {
-    DrainShadow(slot);
+    DrainShadow(slot, *final_reply);
   }
   const bool agrees = final_reply != nullptr && final_reply->content.starts_with(sh.fed_content) &&
                       final_reply->reasoning.starts_with(sh.fed_reasoning);

@@ -127,7 +127,7 @@ class EngineLoop {
   int UnfedShadowTokens(Slot& slot);
   bool ReseedShadow(Slot& slot);
   void AddShadowTokens(Slot& slot, int& budget);
-  void DrainShadow(Slot& slot);
+  void DrainShadow(Slot& slot, const api::Completion& final_reply);
   void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool drain = true);
   bool DropOneShadow();
   void PreemptBackground(bool force = false);

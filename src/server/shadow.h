@@ -20,12 +20,15 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "api/types.h"
 #include "engine/types.h"
 
 namespace hearth::server {
@@ -67,7 +70,26 @@ struct ShadowTarget {
   // What it was rendered from: the final reply must begin with these.
   std::string basis_content;
   std::string basis_reasoning;
+  // How the tokens go on once the reply is complete, for a reply that ends in content:
+  // tokens[0, content_start) come before the reply's content, which the template renders
+  // starting with `content_rendered` (basis_content, leading whitespace trimmed) and
+  // follows with `closing` (end of turn, the next message's header). Empty
+  // content_rendered: unknown. See FinalShadowTokens (warm_ahead.h).
+  size_t content_start = 0;
+  std::string content_rendered;
+  std::string closing;
 };
+
+// The next request's tokens up to where the next message's own content starts, once the
+// reply is complete as `reply`, continued from `target` without rendering again: the
+// content after the basis is tokenized in place with the closing text. nullopt when the
+// target cannot say (no splice known, tool calls, reasoning changed) or the rest of the
+// content is something templates rework: trailing whitespace (trimmed) or markup ('<').
+// Costs one tokenization of the reply's content; the engine loop calls it when a reply
+// ends, so that the shadow also holds the reply's last word and the end of its turn.
+std::optional<std::vector<engine::Token>> FinalShadowTokens(
+    const ShadowTarget& target, const api::Completion& reply,
+    const std::function<std::vector<engine::Token>(const std::string&)>& tokenize);
 
 class ShadowPlanner;  // warm_ahead.h
 

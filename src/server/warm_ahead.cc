@@ -56,6 +56,35 @@ using Tokenizer = std::function<std::vector<engine::Token>(const std::string&)>;
 
 constexpr char kProbe = '\x01';
 
+// Where the reply's content sits in `with_probe` (a rendering with one probe character,
+// right after the content), for FinalShadowTokens: the text from the probe to the
+// placeholder closes the reply, and the content's tokens start at the last place in
+// `base` (the rendering's tokens without the probe) where the content and that closing,
+// tokenized on their own, appear. Finding them there shows the template writes the
+// content as it is (leading whitespace trimmed) and that the tokens part where it starts
+// and where the placeholder starts. Leaves `target` without a splice otherwise.
+void FindContentSplice(const std::string& with_probe, const std::vector<engine::Token>& base, const std::string& content,
+                       const Tokenizer& tokenize, ShadowTarget& target) {
+  const size_t probe = with_probe.find(kProbe);
+  const size_t first = content.find_first_not_of(" \t\r\n");
+  if (probe == std::string::npos || first == std::string::npos) return;
+  const std::string_view lead = std::string_view(content).substr(first);
+  if (probe < lead.size() || with_probe.compare(probe - lead.size(), lead.size(), lead) != 0) return;
+  const size_t placeholder = with_probe.find(kPlaceholder, probe);
+  if (placeholder == std::string::npos) return;
+  std::string closing = with_probe.substr(probe + 1, placeholder - probe - 1);
+  const auto own = tokenize(std::string(lead) + closing);
+  if (own.empty() || own.size() > base.size()) return;
+  for (size_t i = base.size() - own.size() + 1; i-- > 0;) {
+    if (!std::equal(own.begin(), own.end(), base.begin() + static_cast<std::ptrdiff_t>(i))) continue;
+    if (i > target.tokens.size()) return;
+    target.content_start = i;
+    target.content_rendered = lead;
+    target.closing = std::move(closing);
+    return;
+  }
+}
+
 // PlanShadow over any way of rendering the next request with a given reply.
 std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const Tokenizer& tokenize,
                                            const api::Completion& partial) {
@@ -94,6 +123,7 @@ std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const Tokeniz
   target.tokens.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(end));
   target.basis_content = r.content;
   target.basis_reasoning = r.reasoning;
+  if (content_growing && n_probes == 1) FindContentSplice(*with_probes, base, r.content, tokenize, target);
   return target;
 }
 
@@ -171,6 +201,11 @@ std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) 
                     tail->tokens.end());
   out.basis_content = std::move(tail->basis_content);
   out.basis_reasoning = std::move(tail->basis_reasoning);
+  if (!tail->content_rendered.empty() && tail->content_start >= tail_history_.size()) {
+    out.content_start = tail->content_start - tail_history_.size() + history_.size();
+    out.content_rendered = std::move(tail->content_rendered);
+    out.closing = std::move(tail->closing);
+  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -52,6 +53,11 @@ class PlanShadowTest : public ::testing::Test {
       EXPECT_TRUE(reply.content.starts_with(target->basis_content));
       EXPECT_TRUE(reply.reasoning.starts_with(target->basis_reasoning));
       longest = std::max(longest, target->tokens.size());
+      // Once the reply is complete, the target continued in place is the final rendering.
+      if (auto spliced = FinalShadowTokens(*target, reply, Tokenize())) {
+        ASSERT_EQ(*spliced, final_tokens) << "content=\"" << partial.content << "\"";
+        ++spliced_;
+      }
     };
     api::Completion partial;
     for (size_t i = 1; i <= reply.reasoning.size(); ++i) {
@@ -69,6 +75,11 @@ class PlanShadowTest : public ::testing::Test {
     return longest;
   }
 
+  std::function<std::vector<engine::Token>(const std::string&)> Tokenize() const {
+    return [this](const std::string& text) { return builder_->TokenizeRendered(text); };
+  }
+
+  mutable int spliced_ = 0;  // targets CheckAllPrefixes continued to the final rendering
   const engine::Model* model_ = nullptr;
   const engine::ChatTemplate* tmpl_ = nullptr;
   std::unique_ptr<RequestBuilder> builder_;
@@ -79,8 +90,10 @@ TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithoutThinking) {
   reply.content = "A prefix cache keeps states.\nReuse them: no recompute, ever!  Done.\n\nEnd";
   const auto request = Request(false);
   const size_t longest = CheckAllPrefixes(request, reply);
-  // Everything but the last word and the closing tokens was known before the end.
+  // Everything but the last word and the closing tokens was known before the end, and
+  // most targets can be continued to the end once the reply is complete.
   EXPECT_GE(longest + 8, Final(request, reply).size());
+  EXPECT_GT(spliced_, static_cast<int>(reply.content.size()) / 2);
 }
 
 // Code, punctuation runs, digits and text in other scripts, as random-weight models emit.
@@ -91,6 +104,7 @@ TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingForCodeAndMixedScrip
   const auto request = Request(false);
   const size_t longest = CheckAllPrefixes(request, reply);
   EXPECT_GE(longest + 8, Final(request, reply).size());
+  EXPECT_GT(spliced_, static_cast<int>(reply.content.size()) / 2);
 }
 
 TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithThinking) {
@@ -100,6 +114,42 @@ TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithThinking) {
   const auto request = Request(true);
   const size_t longest = CheckAllPrefixes(request, reply);
   EXPECT_GE(longest + 8, Final(request, reply).size());
+  EXPECT_GT(spliced_, static_cast<int>(reply.content.size()) / 2);
+}
+
+// A target is continued in place only where nothing the template reworks is involved:
+// otherwise FinalShadowTokens says nothing, and never something wrong.
+TEST_F(PlanShadowTest, FinalTokensOnlyWhereTheTemplateCannotReworkTheRest) {
+  const auto request = Request(false);
+  api::Completion partial;
+  partial.content = "States are kept at message ends and reused, wholly";
+  auto target = PlanShadow(*builder_, request, partial);
+  ASSERT_TRUE(target.has_value());
+  ASSERT_FALSE(target->content_rendered.empty());
+  auto final_of = [&](const std::string& content) {
+    api::Completion reply;
+    reply.content = content;
+    return FinalShadowTokens(*target, reply, Tokenize());
+  };
+  // Plain words and punctuation: exactly the final rendering.
+  for (const std::string ending : {"", " wholly.", " wholly! Done", " wholly\n\nx = 12;"}) {
+    api::Completion reply;
+    reply.content = partial.content + ending;
+    auto got = final_of(reply.content);
+    ASSERT_TRUE(got.has_value()) << ending;
+    EXPECT_EQ(*got, Final(request, reply)) << ending;
+  }
+  EXPECT_FALSE(final_of(partial.content + " wholly.\n").has_value());       // trimmed by the template
+  EXPECT_FALSE(final_of(partial.content + " </think> moved").has_value());  // markup the template may move
+  EXPECT_FALSE(final_of("Something else entirely").has_value());           // not what the target was from
+  api::Completion with_call;
+  with_call.content = partial.content + ".";
+  with_call.tool_calls.push_back({"call_1", "read_file", "{}"});
+  EXPECT_FALSE(FinalShadowTokens(*target, with_call, Tokenize()).has_value());
+  api::Completion with_reasoning;
+  with_reasoning.content = partial.content;
+  with_reasoning.reasoning = "thought of later";
+  EXPECT_FALSE(FinalShadowTokens(*target, with_reasoning, Tokenize()).has_value());
 }
 
 // Before a tool call shows up the shadow cannot know one is coming (the engine drops a
@@ -155,11 +205,20 @@ TEST_F(PlanShadowTest, PlannerRenderingTheTailGivesTheSameTargets) {
       partial.reasoning = reply.reasoning.substr(0, i);
       check();
     }
+    partial.reasoning = reply.reasoning;
+    int spliced = 0;
     for (size_t i = 1; i <= reply.content.size(); i += 3) {
       partial.content = reply.content.substr(0, i);
       check();
+      auto expected = PlanShadow(*builder_, request, partial);
+      auto got = planner.Plan(partial);
+      if (!expected || !got) continue;
+      auto expected_final = FinalShadowTokens(*expected, reply, Tokenize());
+      ASSERT_EQ(FinalShadowTokens(*got, reply, Tokenize()), expected_final) << "content=\"" << partial.content << "\"";
+      spliced += expected_final.has_value() ? 1 : 0;
     }
     EXPECT_GT(compared, 10);
+    EXPECT_GT(spliced, 5);
     EXPECT_TRUE(planner.uses_tail()) << "think=" << think;
   }
 }
