@@ -111,6 +111,10 @@ std::string EngineLoop::DescribeCache() const {
 // The loop: one batch per iteration.
 void EngineLoop::Run() {
   while (WaitForWork()) {
+    // Cancelled requests end before admission (a client that cut a reply off and sent
+    // the next request at once resumes from what the cut one computed, which it holds
+    // until it ends), and again after (one cancelled while it waited computes nothing).
+    DropCancelled();
     AdmitQueued();
     DropCancelled();
     BuildBatch();
@@ -575,12 +579,13 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     // A cut-off client sends back what it received, not what was generated after.
     auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
     // A cut-off reply: the shadow is kept when what was delivered begins with what it was
-    // fed from (a client answering at once resumes at its end when it read that far), not
-    // drained (its newest target may run past what the client read); warm-ahead still
-    // snapshots the reply's last positions (max_resume) for a client that read less.
+    // fed from, and goes on through the end of what was delivered when its target can be
+    // continued there (a client answering at once sends exactly that back); it is never
+    // fed past it. Warm-ahead still snapshots the reply's last positions (max_resume) for
+    // a client that read less.
     if (reason == api::FinishReason::kCancelled) {
       const api::Completion sent = delivered ? *delivered : api::Completion{};
-      EndShadow(slot, &sent, "reply cut off", /*drain=*/false);
+      EndShadow(slot, &sent, "reply cut off", /*cut_off=*/true);
     } else {
       EndShadow(slot, &c);
     }
@@ -738,51 +743,72 @@ void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
 
 // The reply ended as `final_reply`: feeds the shadow what its newest target still holds,
 // continued through the reply's last word and the end of its turn where the target can
-// say how (FinalShadowTokens), in one decode of its own (the step's logits are no longer
-// needed).
-void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply) {
+// say how (FinalShadowTokens). The reply's final event waits for this, so it is bounded
+// (warm-ahead does the rest) and decoded apart from the step (whose logits are no longer
+// needed). A cut-off reply is continued only that way, never with a target that may run
+// past what the client read, and keeps states at its last positions on the way: the
+// client may have read a piece or two less than was delivered.
+void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off) {
+  constexpr int kMaxDrain = 64;
+  constexpr size_t kCutOffStates = 4;
   Slot::Shadow& sh = *slot.shadow;
   int unfed = UnfedShadowTokens(slot);
   if (unfed < 0) return;
+  const size_t done = static_cast<size_t>(sh.fork) + sh.fed.size();
+  std::vector<size_t> states;  // positions to keep a state at, ascending
   const auto tokenize = [this](const std::string& text) {
     return model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
   };
-  if (auto tokens = FinalShadowTokens(sh.target, final_reply, tokenize)) {
-    const auto fork = static_cast<size_t>(sh.fork);
-    const size_t done = fork + sh.fed.size();
-    if (tokens->size() >= done && std::equal(sh.fed.begin(), sh.fed.end(), tokens->begin() + sh.fork)) {
-      sh.target.tokens = std::move(*tokens);
-      sh.target.basis_content = final_reply.content;
-      sh.target.basis_reasoning = final_reply.reasoning;
-      unfed = sh.unfed = static_cast<int>(sh.target.tokens.size() - done);
+  auto final_tokens = FinalShadowTokens(sh.target, final_reply, tokenize);
+  if (final_tokens && final_tokens->tokens.size() >= done &&
+      std::equal(sh.fed.begin(), sh.fed.end(), final_tokens->tokens.begin() + sh.fork)) {
+    sh.target.tokens = std::move(final_tokens->tokens);
+    sh.target.basis_content = final_reply.content;
+    sh.target.basis_reasoning = final_reply.reasoning;
+    unfed = sh.unfed = static_cast<int>(sh.target.tokens.size() - done);
+    const size_t content_end = final_tokens->content_end;
+    if (cut_off && content_end > 0) {
+      for (size_t p = content_end > kCutOffStates ? content_end - kCutOffStates : 1; p <= content_end; ++p) {
+        if (p > done) states.push_back(p);
+      }
     }
+    cut_off = false;
   }
-  if (unfed <= 0) return;
-  // Bounded: the reply's final event waits for this decode; warm-ahead does the rest.
-  constexpr int kMaxDrain = 64;
-  const size_t n = static_cast<size_t>(std::min({unfed, kMaxDrain, config_.context.n_batch}));
-  const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
-  engine::Batch b;
-  for (size_t i = 0; i < n; ++i) b.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
-  if (!ctx_->Decode(b).ok()) return;  // out of room: memory unchanged, keep what was fed
-  const auto from = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(at);
-  sh.fed.insert(sh.fed.end(), from, from + static_cast<std::ptrdiff_t>(n));
-  sh.unfed -= static_cast<int>(n);
-  sh.fed_content = sh.target.basis_content;
-  sh.fed_reasoning = sh.target.basis_reasoning;
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.shadow_tokens += static_cast<int64_t>(n);
+  if (unfed <= 0 || cut_off) return;
+  const size_t end = done + static_cast<size_t>(std::min({unfed, kMaxDrain, config_.context.n_batch}));
+  states.push_back(end);
+  std::vector<engine::Token> held(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
+  held.insert(held.end(), sh.fed.begin(), sh.fed.end());
+  for (size_t stop : states) {
+    const size_t at = held.size();
+    if (stop <= at || stop > end) continue;
+    engine::Batch b;
+    for (size_t i = at; i < stop; ++i) b.Add(sh.target.tokens[i], static_cast<engine::Pos>(i), sh.seq, false);
+    if (!ctx_->Decode(b).ok()) return;  // out of room: memory unchanged, keep what was fed
+    const auto from = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(at);
+    const auto to = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(stop);
+    sh.fed.insert(sh.fed.end(), from, to);
+    held.insert(held.end(), from, to);
+    sh.unfed -= static_cast<int>(stop - at);
+    sh.fed_content = sh.target.basis_content;
+    sh.fed_reasoning = sh.target.basis_reasoning;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.shadow_tokens += static_cast<int64_t>(stop - at);
+    }
+    if (stop < end) cache_->SnapshotPartial(slot.task.cache_namespace, sh.seq, held);
+  }
 }
 
 // The request is over: the shadow goes to the cache when `final_reply` (what the client
 // will send back) still begins with what its target was rendered from; else, or without
 // a final reply, it is released.
-void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why, bool drain) {
+void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why, bool cut_off) {
   if (!slot.shadow) return;
   Slot::Shadow& sh = *slot.shadow;
-  if (drain && final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
+  if (final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
       final_reply->reasoning.starts_with(sh.target.basis_reasoning)) {
-    DrainShadow(slot, *final_reply);
+    DrainShadow(slot, *final_reply, cut_off);
   }
   const bool agrees = final_reply != nullptr && final_reply->content.starts_with(sh.fed_content) &&
                       final_reply->reasoning.starts_with(sh.fed_reasoning);

@@ -127,8 +127,8 @@ class EngineLoop {
   int UnfedShadowTokens(Slot& slot);
   bool ReseedShadow(Slot& slot);
   void AddShadowTokens(Slot& slot, int& budget);
-  void DrainShadow(Slot& slot, const api::Completion& final_reply);
-  void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool drain = true);
+  void DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off);
+  void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool cut_off = false);
   bool DropOneShadow();
   void PreemptBackground(bool force = false);
   void BuildBatch();

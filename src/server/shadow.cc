@@ -4,9 +4,8 @@
 
 namespace hearth::server {
 
-std::optional<std::vector<engine::Token>> FinalShadowTokens(
-    const ShadowTarget& target, const api::Completion& reply,
-    const std::function<std::vector<engine::Token>(const std::string&)>& tokenize) {
+std::optional<FinalShadow> FinalShadowTokens(const ShadowTarget& target, const api::Completion& reply,
+                                             const std::function<std::vector<engine::Token>(const std::string&)>& tokenize) {
   if (target.content_rendered.empty() || target.content_start > target.tokens.size()) return std::nullopt;
   if (!reply.tool_calls.empty() || reply.reasoning != target.basis_reasoning ||
       !reply.content.starts_with(target.basis_content)) {
@@ -18,13 +17,19 @@ std::optional<std::vector<engine::Token>> FinalShadowTokens(
     if (last == ' ' || last == '\n' || last == '\t' || last == '\r') return std::nullopt;
     if (rest.find('<') != std::string_view::npos || rest.find('\x01') != std::string_view::npos) return std::nullopt;
   }
-  std::vector<engine::Token> out(target.tokens.begin(),
-                                 target.tokens.begin() + static_cast<std::ptrdiff_t>(target.content_start));
-  const auto own = tokenize(target.content_rendered + std::string(rest) + target.closing);
-  out.insert(out.end(), own.begin(), own.end());
+  FinalShadow out;
+  out.tokens.assign(target.tokens.begin(), target.tokens.begin() + static_cast<std::ptrdiff_t>(target.content_start));
+  const std::string content = target.content_rendered + std::string(rest);
+  const auto own = tokenize(content + target.closing);
+  out.tokens.insert(out.tokens.end(), own.begin(), own.end());
   // It must continue the target, as every later rendering does.
-  if (out.size() < target.tokens.size() || !std::equal(target.tokens.begin(), target.tokens.end(), out.begin())) {
+  if (out.tokens.size() < target.tokens.size() ||
+      !std::equal(target.tokens.begin(), target.tokens.end(), out.tokens.begin())) {
     return std::nullopt;
+  }
+  const auto content_only = tokenize(content);
+  if (content_only.size() <= own.size() && std::equal(content_only.begin(), content_only.end(), own.begin())) {
+    out.content_end = target.content_start + content_only.size();
   }
   return out;
 }

@@ -85,11 +85,14 @@ struct ShadowTarget {
 // content after the basis is tokenized in place with the closing text. nullopt when the
 // target cannot say (no splice known, tool calls, reasoning changed) or the rest of the
 // content is something templates rework: trailing whitespace (trimmed) or markup ('<').
-// Costs one tokenization of the reply's content; the engine loop calls it when a reply
+// Costs two tokenizations of the reply's content; the engine loop calls it when a reply
 // ends, so that the shadow also holds the reply's last word and the end of its turn.
-std::optional<std::vector<engine::Token>> FinalShadowTokens(
-    const ShadowTarget& target, const api::Completion& reply,
-    const std::function<std::vector<engine::Token>(const std::string&)>& tokenize);
+struct FinalShadow {
+  std::vector<engine::Token> tokens;
+  size_t content_end = 0;  // tokens[0, content_end) end with the reply's content; 0: unknown
+};
+std::optional<FinalShadow> FinalShadowTokens(const ShadowTarget& target, const api::Completion& reply,
+                                             const std::function<std::vector<engine::Token>(const std::string&)>& tokenize);
 
 class ShadowPlanner;  // warm_ahead.h
 

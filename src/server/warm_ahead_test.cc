@@ -55,7 +55,7 @@ class PlanShadowTest : public ::testing::Test {
       longest = std::max(longest, target->tokens.size());
       // Once the reply is complete, the target continued in place is the final rendering.
       if (auto spliced = FinalShadowTokens(*target, reply, Tokenize())) {
-        ASSERT_EQ(*spliced, final_tokens) << "content=\"" << partial.content << "\"";
+        ASSERT_EQ(spliced->tokens, final_tokens) << "content=\"" << partial.content << "\"";
         ++spliced_;
       }
     };
@@ -137,7 +137,11 @@ TEST_F(PlanShadowTest, FinalTokensOnlyWhereTheTemplateCannotReworkTheRest) {
     reply.content = partial.content + ending;
     auto got = final_of(reply.content);
     ASSERT_TRUE(got.has_value()) << ending;
-    EXPECT_EQ(*got, Final(request, reply)) << ending;
+    EXPECT_EQ(got->tokens, Final(request, reply)) << ending;
+    // The reply's content ends where its turn's closing tokens begin.
+    const std::string closing = model_->Detokenize(
+        std::vector<engine::Token>(got->tokens.begin() + static_cast<std::ptrdiff_t>(got->content_end), got->tokens.end()), true);
+    EXPECT_TRUE(closing.starts_with("<|im_end|>")) << closing;
   }
   EXPECT_FALSE(final_of(partial.content + " wholly.\n").has_value());       // trimmed by the template
   EXPECT_FALSE(final_of(partial.content + " </think> moved").has_value());  // markup the template may move
@@ -214,7 +218,12 @@ TEST_F(PlanShadowTest, PlannerRenderingTheTailGivesTheSameTargets) {
       auto got = planner.Plan(partial);
       if (!expected || !got) continue;
       auto expected_final = FinalShadowTokens(*expected, reply, Tokenize());
-      ASSERT_EQ(FinalShadowTokens(*got, reply, Tokenize()), expected_final) << "content=\"" << partial.content << "\"";
+      auto got_final = FinalShadowTokens(*got, reply, Tokenize());
+      ASSERT_EQ(got_final.has_value(), expected_final.has_value());
+      if (expected_final) {
+        EXPECT_EQ(got_final->tokens, expected_final->tokens) << "content=\"" << partial.content << "\"";
+        EXPECT_EQ(got_final->content_end, expected_final->content_end);
+      }
       spliced += expected_final.has_value() ? 1 : 0;
     }
     EXPECT_GT(compared, 10);
