@@ -133,6 +133,32 @@ TEST(SessionSummaryTest, SumsFollowUpsAndFindsTheFirstMiss) {
   EXPECT_EQ(sessions[0].first_missed_turn, 2);
 }
 
+// Follow-up TTFT is judged against the session's own cold cost: its first turn gives
+// the prefill time per token (TTFT less one decode step, over the prefilled tokens).
+TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
+  std::vector<TurnRow> rows;
+  for (int t = 0; t < 3; ++t) {
+    TurnRow r;
+    r.server = "s";
+    r.scenario = "chat";
+    r.turn = t;
+    r.kind = "user";
+    r.ok = true;
+    r.decode_tps = 100;  // 10 ms a step
+    r.prompt_tokens = t == 0 ? 1000 : 1000 + 100 * t;
+    r.reused_tokens = t == 0 ? 0 : 1000 + 100 * (t - 1);
+    r.new_tokens = t == 0 ? 1000 : 100;
+    r.ttft_ms = t == 0 ? 2010.0 : (t == 1 ? 210.0 : 420.0);  // cold: 2 ms a token
+    rows.push_back(r);
+  }
+  const auto groups = SummarizeGroups(rows);
+  ASSERT_EQ(groups.size(), 1u);
+  ASSERT_TRUE(groups[0].ttft_vs_ideal.has_value());
+  EXPECT_EQ(groups[0].ttft_vs_ideal->n, 2);
+  EXPECT_DOUBLE_EQ(groups[0].ttft_vs_ideal->min, 1.0);  // 210 = 100 × 2 + 10
+  EXPECT_DOUBLE_EQ(groups[0].ttft_vs_ideal->max, 2.0);
+}
+
 TEST(DiffTest, FirstDifferenceAndPrefix) {
   PromptDiff d = DiffPrompts("<|im_start|>assistant\n<think>\n\n</think>\n\nHello", "<|im_start|>assistant\nHello<|im_end|>");
   EXPECT_FALSE(d.prev_is_prefix);

@@ -108,10 +108,25 @@ std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
   std::vector<GroupSummary> out;
   std::map<std::pair<std::string, std::string>, size_t> index;
   struct Samples {
-    std::vector<double> ttft_f, ttft_0, e2e, tps, ratio;
+    std::vector<double> ttft_f, ttft_0, e2e, tps, ratio, ttft_ideal;
     long prefilled = 0, fresh = 0;
   };
   std::vector<Samples> samples;
+  // Each session's cold cost, from its first turn: ms per prefilled token, ms per step.
+  struct Cold {
+    double ms_per_token = 0, step_ms = 0;
+  };
+  using SessionKey = std::tuple<std::string, std::string, int, int>;
+  std::map<SessionKey, Cold> cold;
+  for (const TurnRow& r : rows) {
+    if (!r.ok || r.interrupted || r.follow_up() || r.turn != 0 || !r.ttft_ms || !r.decode_tps || *r.decode_tps <= 0) {
+      continue;
+    }
+    const auto prefilled = r.prefilled_tokens();
+    const double step = 1000.0 / *r.decode_tps;
+    if (!prefilled || *prefilled <= 0 || *r.ttft_ms <= step) continue;
+    cold[{r.server, r.scenario, r.rep, r.session}] = {(*r.ttft_ms - step) / *prefilled, step};
+  }
   for (const TurnRow& r : rows) {
     auto key = std::make_pair(r.server, r.scenario);
     auto [it, inserted] = index.emplace(key, out.size());
@@ -135,6 +150,10 @@ std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
       s.prefilled += *r.prefilled_tokens();
       s.fresh += *r.new_tokens;
     }
+    if (auto c = cold.find({r.server, r.scenario, r.rep, r.session});
+        c != cold.end() && r.ttft_ms && !r.interrupted && r.new_tokens && *r.new_tokens > 0) {
+      s.ttft_ideal.push_back(*r.ttft_ms / (*r.new_tokens * c->second.ms_per_token + c->second.step_ms));
+    }
     if (auto met = r.target_met()) {
       ++g.n_target_checked;
       if (*met) ++g.n_target_met;
@@ -146,6 +165,7 @@ std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
     out[i].e2e = Summarize(samples[i].e2e);
     out[i].decode_tps = Summarize(samples[i].tps);
     out[i].ratio = Summarize(samples[i].ratio);
+    out[i].ttft_vs_ideal = Summarize(samples[i].ttft_ideal);
     if (samples[i].fresh > 0) out[i].session_ratio = static_cast<double>(samples[i].prefilled) / static_cast<double>(samples[i].fresh);
   }
   return out;

@@ -65,6 +65,10 @@ struct GroupSummary {
   std::string server, scenario;
   int n_turns = 0, n_errors = 0, n_interrupted = 0;
   std::optional<Spread> ttft_follow_up, ttft_first, e2e, decode_tps, ratio;
+  // Follow-up TTFT against its ideal: new tokens × the session's cold prefill time per
+  // token (its first turn: (TTFT - one decode step) / prefilled) + one decode step. The
+  // cache issue's target is <= 1.2, flat as the session grows.
+  std::optional<Spread> ttft_vs_ideal;
   // Sum of prefilled over sum of new, follow-up turns only.
   std::optional<double> session_ratio;
   int n_target_checked = 0, n_target_met = 0;
