@@ -93,7 +93,14 @@ std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine:
       if (prompt[static_cast<size_t>(i)] == *turn_marker_) out.push_back(i);
     }
   }
-  out.push_back(GenerationStart(prompt, generation_prompt));
+  // The last message's end sits just before the generation prompt's own header: nothing
+  // but an assistant turn follows it in practice, and the generation start serves that.
+  // Each position splits the prefill in two decodes (a state exists only at a decode's
+  // end), and each decode reads all the weights once: dropping it saves one.
+  const int32_t generation_start = GenerationStart(prompt, generation_prompt);
+  constexpr int32_t kHeaderTokens = 4;
+  std::erase_if(out, [&](int32_t p) { return p < generation_start && generation_start - p <= kHeaderTokens; });
+  out.push_back(generation_start);
   out.push_back(n);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -52,8 +52,9 @@ class RequestBuilder {
   std::string CacheNamespace(const std::string& cache_salt) const { return cache_namespace_ + "|" + cache_salt; }
 
   // Where later requests can arrive in `prompt`, ascending: before every turn-start
-  // marker (the end of each message), the start of the generation prompt without the
-  // part that re-rendered history drops (e.g. "<think>\n"), and the prompt's end.
+  // marker (the end of each message) but the generation prompt's own, the start of the
+  // generation prompt without the part that re-rendered history drops (e.g.
+  // "<think>\n"), and the prompt's end.
   std::optional<int32_t> MovedSpansStart(const api::GenerationRequest& request, const BuildResult& built) const;
   std::vector<int32_t> SnapshotPositions(const std::vector<engine::Token>& prompt,
                                          const std::string& generation_prompt) const;

@@ -189,6 +189,31 @@ TEST_F(RequestBuilderTest, ToolsReachThePrompt) {
   EXPECT_NE(std::get<BuildResult>(built).prompt_text.find("get_weather"), std::string::npos);
 }
 
+// States are kept at the end of every message but the last (the generation start, a few
+// tokens later, serves what follows it), at the generation start and at the prompt's end.
+TEST_F(RequestBuilderTest, SnapshotPositionsAreMessageEndsAndTheGenerationStart) {
+  api::GenerationRequest r;
+  r.enable_thinking = false;
+  r.messages.push_back({.role = "system", .content = "Be brief."});
+  r.messages.push_back({.role = "user", .content = "Hello."});
+  r.messages.push_back({.role = "assistant", .content = "Hi."});
+  r.messages.push_back({.role = "user", .content = "What is a radix tree?"});
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+  const auto& task = std::get<BuildResult>(built).task;
+  std::vector<std::string> before;
+  for (int32_t p : task.snapshot_positions) {
+    before.push_back(model_->Detokenize(std::span(task.prompt).subspan(0, static_cast<size_t>(p)), true));
+  }
+  ASSERT_EQ(before.size(), 5u);
+  EXPECT_TRUE(before[0].ends_with("Be brief.<|im_end|>\n")) << before[0];
+  EXPECT_TRUE(before[1].ends_with("Hello.<|im_end|>\n")) << before[1];
+  EXPECT_TRUE(before[2].ends_with("Hi.<|im_end|>\n")) << before[2];
+  EXPECT_TRUE(before[3].ends_with("radix tree?<|im_end|>\n<|im_start|>assistant\n")) << before[3];
+  EXPECT_EQ(task.snapshot_positions[3], task.generation_start);
+  EXPECT_EQ(task.snapshot_positions[4], static_cast<int32_t>(task.prompt.size()));
+}
+
 // --stabilize moves a request id to the end of the last message; the next request renders
 // that message without it, so the prompt is snapshotted where the moved text starts.
 TEST_F(RequestBuilderTest, MovedSpansStartIsASnapshotPosition) {
