@@ -41,6 +41,18 @@ StatusOr<int> HttpRenderBackend::CountTokens(const std::string& text) {
 
 int NewTokens(int n_prompt, int n_carried) { return std::max(0, n_prompt - n_carried); }
 
+std::optional<size_t> CarriedEnd(const std::string& prompt, const std::string& carried) {
+  if (prompt.starts_with(carried)) return carried.size();
+  const size_t differ = static_cast<size_t>(
+      std::mismatch(carried.begin(), carried.end(), prompt.begin(), prompt.end()).first - carried.begin());
+  constexpr size_t kMinTail = 12, kMaxTail = 64;
+  for (size_t len = std::min(carried.size() - differ, kMaxTail); len >= kMinTail; --len) {
+    const size_t at = prompt.find(std::string_view(carried).substr(carried.size() - len), differ);
+    if (at != std::string::npos) return at + len;
+  }
+  return std::nullopt;
+}
+
 Status NewTokenCounter::Probe() {
   const std::vector<Json> msgs = {Json{{"role", "user"}, {"content", "Hello there."}}};
   auto with = backend_->ApplyTemplate(RenderBody(msgs, Json::array(), std::nullopt, true));
@@ -77,7 +89,10 @@ StatusOr<TurnTokens> NewTokenCounter::Count(const std::vector<Json>& messages, c
     const std::vector<Json> carried(messages.begin(), messages.begin() + std::min<size_t>(n_carried, messages.size()));
     auto text = backend_->ApplyTemplate(RenderBody(carried, tools, thinking, false));
     if (!text.ok()) return text.status();
-    auto n = Tokens(*text);
+    // The carried messages as this request renders them (shorter when the template drops
+    // what later messages make obsolete), else as rendered on their own.
+    const auto end = CarriedEnd(out.prompt_text, *text);
+    auto n = Tokens(end ? out.prompt_text.substr(0, *end) : *text);
     if (!n.ok()) return n.status();
     out.n_carried = *n;
   }

@@ -7,15 +7,19 @@
 // the client sent it back):
 //
 //   new_t = n_tokens(render(messages_t, add_generation_prompt=true))
-//         - n_tokens(render(messages_t[0:k], add_generation_prompt=false))
+//         - n_tokens(the part of that rendering that holds messages_t[0:k])
 //
 // and new_0 = the whole prompt. It counts the added messages (a user message, tool
 // results) with their template glue and the generation prompt. A reply the server did
 // not generate (the agent workload's scripted tool calls, a replayed log's recorded
-// replies) is not carried over: k then stops before it, and it counts as new. When a template renders a
-// carried message differently once more messages follow (Qwen3.5 drops the think block of
-// assistant turns before the last user message), the difference is *not* new: a server
-// that re-prefills it is doing work the ideal server avoids.
+// replies) is not carried over: k then stops before it, and it counts as new. The part
+// holding messages_t[0:k] is render(messages_t[0:k], add_generation_prompt=false) when
+// that is a prefix of the request's rendering. When a template renders a carried message
+// differently once more messages follow (Qwen3.5 drops the think block of assistant
+// turns before the last user message, and re-renders a finished tool loop), it ends
+// where the last bytes of that standalone rendering appear in the request (CarriedEnd):
+// the difference is *not* new, a server that re-prefills it is doing work the ideal
+// server avoids, and the added messages are counted whole.
 //
 // Thread safety: a Renderer belongs to one thread (it caches).
 #pragma once
@@ -55,13 +59,19 @@ class HttpRenderBackend : public RenderBackend {
 
 struct TurnTokens {
   int n_prompt = 0;   // the whole request, rendered with the generation prompt
-  int n_carried = 0;  // messages_t[0:k], rendered without it
+  int n_carried = 0;  // messages_t[0:k] as the request renders them (see above)
   int n_new = 0;      // n_prompt - n_carried (never negative)
   std::string prompt_text;  // the rendered request, for diffs
 };
 
 // The arithmetic of the definition above. n_carried is 0 on a first turn.
 int NewTokens(int n_prompt, int n_carried);
+
+// Where `carried` (messages rendered on their own, without a generation prompt) ends
+// inside `prompt` (the same messages and more): its size when it is a prefix; else just
+// after the longest of its last 12-64 bytes, taken from past where the two first differ,
+// that `prompt` holds past that point. nullopt when none is found.
+std::optional<size_t> CarriedEnd(const std::string& prompt, const std::string& carried);
 
 class NewTokenCounter {
  public:

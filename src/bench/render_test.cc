@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "bench/results.h"
@@ -14,13 +15,23 @@ namespace {
 class FakeBackend : public RenderBackend {
  public:
   bool ignore_add_generation_prompt = false;
+  // Like Qwen3.5: an assistant message's "<think> ... </think> " block is dropped once
+  // a user message follows it.
+  bool drop_earlier_thinking = false;
   int renders = 0;
 
   StatusOr<std::string> ApplyTemplate(const Json& body) override {
     ++renders;
     std::string out;
-    for (const Json& m : body["messages"]) {
-      out += "<|im_start|>" + m["role"].get<std::string>() + "\n" + m["content"].get<std::string>() + "<|im_end|>\n";
+    const auto& ms = body["messages"];
+    for (size_t i = 0; i < ms.size(); ++i) {
+      std::string content = ms[i]["content"];
+      const bool user_follows = std::any_of(ms.begin() + static_cast<std::ptrdiff_t>(i) + 1, ms.end(),
+                                            [](const Json& m) { return m["role"] == "user"; });
+      if (drop_earlier_thinking && ms[i]["role"] == "assistant" && user_follows && content.starts_with("<think>")) {
+        content = content.substr(content.find("</think> ") + 9);
+      }
+      out += "<|im_start|>" + ms[i]["role"].get<std::string>() + "\n" + content + "<|im_end|>\n";
     }
     if (body.value("add_generation_prompt", true) || ignore_add_generation_prompt) out += "<|im_start|>assistant\n";
     return out;
@@ -75,6 +86,25 @@ TEST(NewTokensTest, CannedConversation) {
   EXPECT_EQ(t2->n_carried, 15);
   EXPECT_EQ(t2->n_new, 8);
   EXPECT_NE(t2->prompt_text.find("How are you"), std::string::npos);
+}
+
+// A carried reply the template renders shorter once the next user message follows: the
+// dropped reasoning is not new, and the added message still counts whole.
+TEST(NewTokensTest, CarriedMessagesRenderedShorterInTheRequest) {
+  FakeBackend fake;
+  fake.drop_earlier_thinking = true;
+  NewTokenCounter counter(&fake);
+  const std::vector<Json> turn2 = {Msg("system", "You are terse."), Msg("user", "Hi there"),
+                                   Msg("assistant", "<think> they greet me </think> Hello."),
+                                   Msg("user", "How are you")};
+  auto t2 = counter.Count(turn2, Json::array(), std::nullopt, 3);
+  ASSERT_TRUE(t2.ok());
+  EXPECT_EQ(t2->n_prompt, 23);
+  EXPECT_EQ(t2->n_carried, 15);  // as rendered in the request, not the 20 of its own rendering
+  EXPECT_EQ(t2->n_new, 8);
+  EXPECT_EQ(CarriedEnd("abcdefXYZ0123456789<end>\nmore", "abcdefTHINK0123456789<end>\n"), 25u);
+  EXPECT_EQ(CarriedEnd("abc<end>\nmore", "abc<end>\n"), 9u);
+  EXPECT_FALSE(CarriedEnd("completely different text", "abcdefTHINK0123456789<end>\n").has_value());
 }
 
 TEST(NewTokensTest, ProbeNoticesARendererThatIgnoresTheFlag) {
