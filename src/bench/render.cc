@@ -47,8 +47,13 @@ std::optional<size_t> CarriedEnd(const std::string& prompt, const std::string& c
       std::mismatch(carried.begin(), carried.end(), prompt.begin(), prompt.end()).first - carried.begin());
   constexpr size_t kMinTail = 12, kMaxTail = 64;
   for (size_t len = std::min(carried.size() - differ, kMaxTail); len >= kMinTail; --len) {
-    const size_t at = prompt.find(std::string_view(carried).substr(carried.size() - len), differ);
-    if (at != std::string::npos) return at + len;
+    // It may begin before the difference (an emptied message keeps its glue), but must
+    // end past it.
+    const std::string_view tail = std::string_view(carried).substr(carried.size() - len);
+    for (size_t at = prompt.find(tail, differ > len ? differ - len : 0); at != std::string::npos;
+         at = prompt.find(tail, at + 1)) {
+      if (at + len > differ) return at + len;
+    }
   }
   return std::nullopt;
 }

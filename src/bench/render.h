@@ -70,7 +70,7 @@ int NewTokens(int n_prompt, int n_carried);
 // Where `carried` (messages rendered on their own, without a generation prompt) ends
 // inside `prompt` (the same messages and more): its size when it is a prefix; else just
 // after the longest of its last 12-64 bytes, taken from past where the two first differ,
-// that `prompt` holds past that point. nullopt when none is found.
+// that `prompt` holds ending past that point. nullopt when none is found.
 std::optional<size_t> CarriedEnd(const std::string& prompt, const std::string& carried);
 
 class NewTokenCounter {

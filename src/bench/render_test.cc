@@ -104,6 +104,10 @@ TEST(NewTokensTest, CarriedMessagesRenderedShorterInTheRequest) {
   EXPECT_EQ(t2->n_new, 8);
   EXPECT_EQ(CarriedEnd("abcdefXYZ0123456789<end>\nmore", "abcdefTHINK0123456789<end>\n"), 25u);
   EXPECT_EQ(CarriedEnd("abc<end>\nmore", "abc<end>\n"), 9u);
+  // A reply whose content is empty and whose think scaffold the request drops.
+  EXPECT_EQ(CarriedEnd("<im>assistant\n<|im_end|>\n<im>user\nQ<|im_end|>\n",
+                       "<im>assistant\n<think>\n\n</think>\n\n<|im_end|>\n"),
+            25u);
   EXPECT_FALSE(CarriedEnd("completely different text", "abcdefTHINK0123456789<end>\n").has_value());
 }
 

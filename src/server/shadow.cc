@@ -6,8 +6,8 @@ namespace hearth::server {
 
 std::optional<FinalShadow> FinalShadowTokens(const ShadowTarget& target, const api::Completion& reply,
                                              const std::function<std::vector<engine::Token>(const std::string&)>& tokenize) {
-  if (target.content_rendered.empty() || target.content_start > target.tokens.size()) return std::nullopt;
-  if (!reply.tool_calls.empty() || reply.reasoning != target.basis_reasoning ||
+  if (!target.splice || target.content_start > target.tokens.size()) return std::nullopt;
+  if (!reply.tool_calls.empty() || (target.reasoning_rendered && reply.reasoning != target.basis_reasoning) ||
       !reply.content.starts_with(target.basis_content)) {
     return std::nullopt;
   }
@@ -19,7 +19,10 @@ std::optional<FinalShadow> FinalShadowTokens(const ShadowTarget& target, const a
   }
   FinalShadow out;
   out.tokens.assign(target.tokens.begin(), target.tokens.begin() + static_cast<std::ptrdiff_t>(target.content_start));
-  const std::string content = target.content_rendered + std::string(rest);
+  // The template trims the content; before any came, all of it is the rest.
+  std::string_view added = rest;
+  if (target.content_rendered.empty()) added.remove_prefix(std::min(added.find_first_not_of(" \t\r\n"), added.size()));
+  const std::string content = target.content_rendered + std::string(added);
   const auto own = tokenize(content + target.closing);
   out.tokens.insert(out.tokens.end(), own.begin(), own.end());
   // It must continue the target, as every later rendering does.

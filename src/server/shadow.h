@@ -70,11 +70,15 @@ struct ShadowTarget {
   // What it was rendered from: the final reply must begin with these.
   std::string basis_content;
   std::string basis_reasoning;
-  // How the tokens go on once the reply is complete, for a reply that ends in content:
+  // Whether the next request carries the reasoning (else the template drops it, and the
+  // final reply's reasoning does not matter).
+  bool reasoning_rendered = true;
+  // How the tokens go on once the reply is complete (`splice`; see FinalShadowTokens):
   // tokens[0, content_start) come before the reply's content, which the template renders
-  // starting with `content_rendered` (basis_content, leading whitespace trimmed) and
-  // follows with `closing` (end of turn, the next message's header). Empty
-  // content_rendered: unknown. See FinalShadowTokens (warm_ahead.h).
+  // starting with `content_rendered` (basis_content, leading whitespace trimmed; empty
+  // while no content came) and follows with `closing` (end of turn, the next message's
+  // header).
+  bool splice = false;
   size_t content_start = 0;
   std::string content_rendered;
   std::string closing;
@@ -83,8 +87,9 @@ struct ShadowTarget {
 // The next request's tokens up to where the next message's own content starts, once the
 // reply is complete as `reply`, continued from `target` without rendering again: the
 // content after the basis is tokenized in place with the closing text. nullopt when the
-// target cannot say (no splice known, tool calls, reasoning changed) or the rest of the
-// content is something templates rework: trailing whitespace (trimmed) or markup ('<').
+// target cannot say (no splice known, tool calls, rendered reasoning changed) or the
+// rest of the content is something templates rework: trailing whitespace (trimmed) or
+// markup ('<').
 // Costs two tokenizations of the reply's content; the engine loop calls it when a reply
 // ends, so that the shadow also holds the reply's last word and the end of its turn.
 struct FinalShadow {

@@ -58,26 +58,28 @@ constexpr char kProbe = '\x01';
 
 // Where the reply's content sits in `with_probe` (a rendering with one probe character,
 // right after the content), for FinalShadowTokens: the text from the probe to the
-// placeholder closes the reply, and the content's tokens start at the last place in
-// `base` (the rendering's tokens without the probe) where the content and that closing,
-// tokenized on their own, appear. Finding them there shows the template writes the
-// content as it is (leading whitespace trimmed) and that the tokens part where it starts
-// and where the placeholder starts. Leaves `target` without a splice otherwise.
+// placeholder closes the reply, and the content's tokens start at the place in `base`
+// (the rendering's tokens without the probe) where the content, that closing and the
+// placeholder, tokenized on their own, appear. Finding them there shows the template
+// writes the content as it is (leading whitespace trimmed) and that the tokens part
+// where it starts and where the placeholder starts. Leaves `target` without a splice
+// otherwise.
 void FindContentSplice(const std::string& with_probe, const std::vector<engine::Token>& base, const std::string& content,
                        const Tokenizer& tokenize, ShadowTarget& target) {
   const size_t probe = with_probe.find(kProbe);
+  if (probe == std::string::npos) return;
   const size_t first = content.find_first_not_of(" \t\r\n");
-  if (probe == std::string::npos || first == std::string::npos) return;
-  const std::string_view lead = std::string_view(content).substr(first);
+  const std::string_view lead = first == std::string::npos ? std::string_view() : std::string_view(content).substr(first);
   if (probe < lead.size() || with_probe.compare(probe - lead.size(), lead.size(), lead) != 0) return;
   const size_t placeholder = with_probe.find(kPlaceholder, probe);
   if (placeholder == std::string::npos) return;
   std::string closing = with_probe.substr(probe + 1, placeholder - probe - 1);
-  const auto own = tokenize(std::string(lead) + closing);
+  const auto own = tokenize(std::string(lead) + closing + kPlaceholder);
   if (own.empty() || own.size() > base.size()) return;
   for (size_t i = base.size() - own.size() + 1; i-- > 0;) {
     if (!std::equal(own.begin(), own.end(), base.begin() + static_cast<std::ptrdiff_t>(i))) continue;
     if (i > target.tokens.size()) return;
+    target.splice = true;
     target.content_start = i;
     target.content_rendered = lead;
     target.closing = std::move(closing);
@@ -115,15 +117,21 @@ std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const Tokeniz
   size_t end = CommonPrefix(base, tokenize(*with_probes));
   // After anything but a plain letter or digit, the last token may still merge with
   // what follows (".\n" is one token).
+  // While the reasoning grows but the template drops it (one probe: the content's), the
+  // target ends where the content will start, after template text that stays as it is.
+  const bool reasoning_dropped = reasoning_growing && n_probes == 1;
   const std::string& cut = content_growing ? r.content : r.reasoning;
   const bool word_end = !cut.empty() && std::isalnum(static_cast<unsigned char>(cut.back())) != 0;
-  if (!word_end) end = end > 0 ? end - 1 : 0;
+  if (!word_end && !reasoning_dropped) end = end > 0 ? end - 1 : 0;
   if (end == 0) return std::nullopt;
   ShadowTarget target;
   target.tokens.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(end));
   target.basis_content = r.content;
   target.basis_reasoning = r.reasoning;
-  if (content_growing && n_probes == 1) FindContentSplice(*with_probes, base, r.content, tokenize, target);
+  target.reasoning_rendered = !reasoning_dropped;
+  if ((content_growing && n_probes == 1) || reasoning_dropped) {
+    FindContentSplice(*with_probes, base, r.content, tokenize, target);
+  }
   return target;
 }
 
@@ -201,7 +209,9 @@ std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) 
                     tail->tokens.end());
   out.basis_content = std::move(tail->basis_content);
   out.basis_reasoning = std::move(tail->basis_reasoning);
-  if (!tail->content_rendered.empty() && tail->content_start >= tail_history_.size()) {
+  out.reasoning_rendered = tail->reasoning_rendered;
+  if (tail->splice && tail->content_start >= tail_history_.size()) {
+    out.splice = true;
     out.content_start = tail->content_start - tail_history_.size() + history_.size();
     out.content_rendered = std::move(tail->content_rendered);
     out.closing = std::move(tail->closing);

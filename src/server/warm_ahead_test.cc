@@ -117,6 +117,16 @@ TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithThinking) {
   EXPECT_GT(spliced_, static_cast<int>(reply.content.size()) / 2);
 }
 
+// A random model often reasons until it runs out of tokens. The template drops the
+// reasoning of past turns, so even then the reply's turn can be closed in place.
+TEST_F(PlanShadowTest, AReplyThatNeverLeftItsReasoningIsClosedInPlace) {
+  api::Completion reply;
+  reply.reasoning = "Caches keep states; the user asked for brevity, so";
+  const auto request = Request(true);
+  CheckAllPrefixes(request, reply);
+  EXPECT_GT(spliced_, static_cast<int>(reply.reasoning.size()) / 2);
+}
+
 // A target is continued in place only where nothing the template reworks is involved:
 // otherwise FinalShadowTokens says nothing, and never something wrong.
 TEST_F(PlanShadowTest, FinalTokensOnlyWhereTheTemplateCannotReworkTheRest) {
