@@ -250,7 +250,12 @@ bool EngineLoop::WaitForWork() {
     std::unique_lock<std::mutex> lock(mu_);
     stats_.decode_calls += batch_.empty() ? 0 : 1;
     stats_.cache = cache_->stats();
-    cache_summary_ = cache_->DescribeJson();
+    // The tree's summary walks every node: while busy, a few times a second is enough.
+    const auto now = Clock::now();
+    if (!busy || now - summary_refreshed_ > std::chrono::milliseconds(250)) {
+      cache_summary_ = cache_->DescribeJson();
+      summary_refreshed_ = now;
+    }
     if (!busy) cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || !background_queue_.empty(); });
     if (!stopping_) return true;
     orphans.swap(queue_);

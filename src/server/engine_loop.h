@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -155,12 +156,13 @@ class EngineLoop {
   std::vector<std::unique_ptr<Slot>> slots_;  // null when free
   std::deque<std::unique_ptr<Slot>> paused_;  // oldest first; their sequences are in the cache
   engine::Batch batch_;
+  std::chrono::steady_clock::time_point summary_refreshed_;  // when cache_summary_ was last built
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Queued> queue_;             // guarded by mu_
   std::deque<Queued> background_queue_;  // guarded by mu_
-  std::string cache_summary_;            // guarded by mu_; refreshed by the loop
+  std::string cache_summary_;            // guarded by mu_; refreshed by the loop when idle, else every 250 ms
   bool stopping_ = false;     // guarded by mu_
   EngineStats stats_;         // guarded by mu_
   std::thread thread_;
