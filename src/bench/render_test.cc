@@ -146,15 +146,21 @@ TEST(TargetTest, PrefilledWithinTwoPercentPlusEight) {
   EXPECT_FALSE(r.target_met().has_value());
 }
 
+// A successful user turn of server "s", scenario "chat".
+TurnRow ChatTurn(int turn) {
+  TurnRow r;
+  r.server = "s";
+  r.scenario = "chat";
+  r.turn = turn;
+  r.kind = "user";
+  r.ok = true;
+  return r;
+}
+
 TEST(SessionSummaryTest, SumsFollowUpsAndFindsTheFirstMiss) {
   std::vector<TurnRow> rows;
   for (int t = 0; t < 4; ++t) {
-    TurnRow r;
-    r.server = "s";
-    r.scenario = "chat";
-    r.turn = t;
-    r.kind = "user";
-    r.ok = true;
+    TurnRow r = ChatTurn(t);
     r.prompt_tokens = 1000 + 100 * t;
     r.new_tokens = t == 0 ? 1000 : 100;
     r.reused_tokens = t == 2 ? 900 : 1000 + 100 * t - 100;  // turn 3 (index 2) prefills 200
@@ -172,12 +178,7 @@ TEST(SessionSummaryTest, SumsFollowUpsAndFindsTheFirstMiss) {
 TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
   std::vector<TurnRow> rows;
   for (int t = 0; t < 3; ++t) {
-    TurnRow r;
-    r.server = "s";
-    r.scenario = "chat";
-    r.turn = t;
-    r.kind = "user";
-    r.ok = true;
+    TurnRow r = ChatTurn(t);
     r.decode_tps = 100;  // 10 ms a step
     r.prompt_tokens = t == 0 ? 1000 : 1000 + 100 * t;
     r.reused_tokens = t == 0 ? 0 : 1000 + 100 * (t - 1);
