@@ -477,6 +477,7 @@ void EngineLoop::CommitStep() {
     sh.fed_reasoning = sh.target.basis_reasoning;
     shadow_fed += static_cast<int64_t>(sh.n_in_batch);
     sh.n_in_batch = 0;
+    KeepShadowStateAtMessageEnd(*slot);
   }
   if (shadow_fed > 0) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -709,13 +710,59 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   ++sh.reseeds;
   const auto& t = sh.target.tokens;
   const auto& prompt = slot.task.prompt;
+  const auto& ns = slot.task.cache_namespace;
   const size_t diverged =
       std::min(engine::CommonPrefix(t, prompt), static_cast<size_t>(slot.task.generation_start));
   const auto& marks = slot.task.snapshot_positions;
+  int32_t boundary = 0;  // the request's last message end before the difference
+  for (int32_t m : marks) {
+    if (m > 0 && m <= static_cast<int32_t>(diverged)) boundary = m;
+  }
+  // This shadow's own states at message ends past that, on the new target's way (the
+  // reply's form changed after a re-rendered tool loop was fed): its sequence holds their
+  // attention KV.
+  std::vector<engine::Token> held(prompt.begin(), prompt.begin() + sh.fork);
+  held.insert(held.end(), sh.fed.begin(), sh.fed.end());
+  const size_t agree = engine::CommonPrefix(held, t);
+  const auto& ends = sh.target.message_ends;
+  for (auto it = ends.rbegin(); it != ends.rend(); ++it) {
+    if (*it <= boundary) break;
+    if (static_cast<size_t>(*it) > agree) continue;
+    std::optional<int32_t> seq = cache_->Fork(sh.seq);
+    if (!seq) break;
+    if (cache_->Reseed(ns, std::span(t).subspan(0, static_cast<size_t>(*it)), *seq, sh.seq).ok()) {
+      cache_->Release(sh.seq);
+      sh.seq = *seq;
+      sh.fork = 0;
+      sh.fed.assign(t.begin(), t.begin() + *it);
+      return true;
+    }
+    cache_->Release(*seq);
+  }
+  // The cache may hold more of the target: an earlier shadow of this conversation that
+  // rendered the same thing (an agent's tool loop, re-rendered as it will be once a user
+  // message follows, grows by a call and a result per turn, and each turn's shadow
+  // renders it again).
+  cache_->Release(sh.seq);
+  auto lease = cache_->Acquire(ns, t, static_cast<int32_t>(t.size()));
+  if (!lease) {
+    sh.seq = -1;
+    return false;
+  }
+  sh.seq = lease->seq;
+  if (lease->report.n_reused > boundary) {
+    sh.fork = 0;
+    sh.fed.assign(t.begin(), t.begin() + lease->report.n_reused);
+    sh.fed_content = sh.target.basis_content;
+    sh.fed_reasoning = sh.target.basis_reasoning;
+    return true;
+  }
+  // Else the request's own message end before the difference: attention KV from its
+  // sequence, the recurrent part from the snapshot there.
   for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
     if (*it > static_cast<int32_t>(diverged) || *it <= 0) continue;
     const auto at = static_cast<size_t>(*it);
-    if (cache_->Reseed(slot.task.cache_namespace, std::span(prompt).subspan(0, at), sh.seq, slot.seq).ok()) {
+    if (cache_->Reseed(ns, std::span(prompt).subspan(0, at), sh.seq, slot.seq).ok()) {
       sh.fork = *it;
       sh.fed.clear();
       return true;
@@ -737,13 +784,31 @@ void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
   // Further behind (a re-rendered tool loop), bigger chunks: the work must be done before
   // the next turn anyway, and next to a decode token it costs little on a GPU.
   const int chunk = unfed > 256 ? 4 * kShadowChunk : unfed > 64 ? 2 * kShadowChunk : kShadowChunk;
-  const size_t n = static_cast<size_t>(std::min({unfed, chunk, std::max(budget, 0)}));
+  size_t n = static_cast<size_t>(std::min({unfed, chunk, std::max(budget, 0)}));
   const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
+  // Up to the next message end, where the shadow keeps a state (CommitStep).
+  const auto& ends = sh.target.message_ends;
+  if (auto next = std::upper_bound(ends.begin(), ends.end(), static_cast<int32_t>(at));
+      next != ends.end() && static_cast<size_t>(*next) < at + n) {
+    n = static_cast<size_t>(*next) - at;
+  }
   for (size_t i = 0; i < n; ++i) {
     batch_.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
   }
   sh.n_in_batch = n;
   budget -= static_cast<int>(n);
+}
+
+// The shadow holds the target up to the end of one of its messages: keeps the state
+// there (see ShadowTarget::message_ends).
+void EngineLoop::KeepShadowStateAtMessageEnd(Slot& slot) {
+  Slot::Shadow& sh = *slot.shadow;
+  const size_t held = static_cast<size_t>(sh.fork) + sh.fed.size();
+  const auto& ends = sh.target.message_ends;
+  if (!std::binary_search(ends.begin(), ends.end(), static_cast<int32_t>(held))) return;
+  std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
+  tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
+  cache_->SnapshotPartial(slot.task.cache_namespace, sh.seq, tokens);
 }
 
 // The reply ended as `final_reply`: feeds the shadow what its newest target still holds,
@@ -781,7 +846,12 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
   }
   if (unfed <= 0 || cut_off) return;
   const size_t end = done + static_cast<size_t>(std::min({unfed, kMaxDrain, config_.context.n_batch}));
+  for (int32_t p : sh.target.message_ends) {
+    if (static_cast<size_t>(p) > done) states.push_back(static_cast<size_t>(p));
+  }
   states.push_back(end);
+  std::sort(states.begin(), states.end());
+  states.erase(std::unique(states.begin(), states.end()), states.end());
   std::vector<engine::Token> held(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
   held.insert(held.end(), sh.fed.begin(), sh.fed.end());
   for (size_t stop : states) {
@@ -817,12 +887,12 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
   }
   const bool agrees = final_reply != nullptr && final_reply->content.starts_with(sh.fed_content) &&
                       final_reply->reasoning.starts_with(sh.fed_reasoning);
-  const bool keep = agrees && !sh.fed.empty();
+  const bool keep = agrees && !sh.fed.empty() && sh.seq >= 0;
   if (keep) {
     std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
     tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
     cache_->Adopt(slot.task.cache_namespace, sh.seq, tokens);
-  } else {
+  } else if (sh.seq >= 0) {
     cache_->Release(sh.seq);
   }
   // A shadow that was never fed (nothing to re-render yet) is neither kept nor dropped.
@@ -833,6 +903,8 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
     }
     std::lock_guard<std::mutex> lock(mu_);
     (keep ? stats_.shadows_kept : stats_.shadows_dropped)++;
+  } else if (final_reply == nullptr && config_.verbose) {
+    std::fprintf(stderr, "hearth: shadow ended before it was fed: %s\n", why);
   }
   slot.shadow.reset();
 }

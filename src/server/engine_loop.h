@@ -128,6 +128,7 @@ class EngineLoop {
   int UnfedShadowTokens(Slot& slot);
   bool ReseedShadow(Slot& slot);
   void AddShadowTokens(Slot& slot, int& budget);
+  void KeepShadowStateAtMessageEnd(Slot& slot);
   void DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off);
   void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool cut_off = false);
   bool DropOneShadow();

@@ -45,12 +45,14 @@ class FailureModesTest : public ::testing::Test {
   }
   void TearDown() override { server_.reset(); }
 
-  json Chat(const json& messages, bool think, int max_tokens = 24, const std::string& salt = "") {
+  json Chat(const json& messages, bool think, int max_tokens = 24, const std::string& salt = "",
+            const json& tools = nullptr) {
     json body = {{"messages", messages},
                  {"max_tokens", max_tokens},
                  {"temperature", 0},
                  {"chat_template_kwargs", {{"enable_thinking", think}}}};
     if (!salt.empty()) body["cache_salt"] = salt;
+    if (!tools.is_null()) body["tools"] = tools;
     auto res = client_->Post("/v1/chat/completions", body.dump(), "application/json");
     EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
     return res ? json::parse(res->body) : json{};
@@ -177,6 +179,47 @@ TEST_F(FailureModesTest, FollowUpsWithoutIdleTimePrefillOnlyNewTokens) {
       EXPECT_GE(loop_->stats().shadows_kept - kept_before, kTurns - 1);
       EXPECT_GE(exact_turns, 2);
     }
+  }
+}
+
+// An agent's tool loop: the client replaces each reply with its own tool call and the
+// result. Each turn's shadow renders the loop as it will be once a user message follows
+// (Qwen3.5 then renders the loop's assistant turns without their think scaffold), so
+// without states at its message ends every turn's shadow would feed the whole loop again.
+// With them, a turn's shadow starts from the previous one's and feeds only what is new.
+TEST_F(FailureModesTest, EachToolTurnsShadowFeedsOnlyWhatIsNew) {
+  const json tools = json::array({{{"type", "function"},
+                                   {"function",
+                                    {{"name", "read_file"},
+                                     {"description", "Reads a file"},
+                                     {"parameters",
+                                      {{"type", "object"},
+                                       {"properties", {{"path", {{"type", "string"}}}}},
+                                       {"required", json::array({"path"})}}}}}}});
+  json messages = {{{"role", "system"}, {"content", "You are a coding agent. " + std::string(200, 'a')}},
+                   {{"role", "user"}, {"content", "Find the bug in the parser."}}};
+  int previous_prompt = 0;
+  for (int turn = 0; turn < 5; ++turn) {
+    const int64_t fed_before = loop_->stats().shadow_tokens;
+    json r = Chat(messages, false, 40, "", tools);
+    const int prompt = r["usage"]["prompt_tokens"];
+    const int generated = r["usage"]["completion_tokens"];
+    const int64_t fed = loop_->stats().shadow_tokens - fed_before;
+    if (turn >= 2) {
+      // What is new since the last turn (a call and its result), the reply and its
+      // closing, and two chunks' worth of slack (a reply whose form changes restarts at
+      // the last message end): not the loop again.
+      EXPECT_LE(fed, prompt - previous_prompt + generated + 64) << "turn " << turn << " prompt " << prompt;
+    }
+    previous_prompt = prompt;
+    const std::string id = "call_" + std::to_string(turn);
+    json call = {{"id", id},
+                 {"type", "function"},
+                 {"function", {{"name", "read_file"}, {"arguments", "{\"path\": \"src/parser_" + std::to_string(turn) + ".cc\"}"}}}};
+    messages.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}});
+    std::string result = "// parser part " + std::to_string(turn) + "\n";
+    for (int line = 0; line < 12; ++line) result += "int f" + std::to_string(line) + "(int x) { return x + " + std::to_string(turn) + "; }\n";
+    messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
   }
 }
 

@@ -84,15 +84,19 @@ RequestBuilder::RequestBuilder(const engine::Model& model, const engine::ChatTem
   if (open != std::string::npos) assistant_start_ = text.substr(open, at - open);
 }
 
+std::vector<int32_t> RequestBuilder::MessageEnds(const std::vector<engine::Token>& tokens) const {
+  std::vector<int32_t> out;
+  if (!turn_marker_) return out;
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    if (tokens[i] == *turn_marker_) out.push_back(static_cast<int32_t>(i));
+  }
+  return out;
+}
+
 std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine::Token>& prompt,
                                                        const std::string& generation_prompt) const {
-  std::vector<int32_t> out;
+  std::vector<int32_t> out = MessageEnds(prompt);
   const auto n = static_cast<int32_t>(prompt.size());
-  if (turn_marker_) {
-    for (int32_t i = 1; i < n; ++i) {
-      if (prompt[static_cast<size_t>(i)] == *turn_marker_) out.push_back(i);
-    }
-  }
   // The last message's end sits just before the generation prompt's own header: nothing
   // but an assistant turn follows it in practice, and the generation start serves that.
   // Each position splits the prefill in two decodes (a state exists only at a decode's

@@ -56,6 +56,9 @@ class RequestBuilder {
   // generation prompt without the part that re-rendered history drops (e.g.
   // "<think>\n"), and the prompt's end.
   std::optional<int32_t> MovedSpansStart(const api::GenerationRequest& request, const BuildResult& built) const;
+  // Positions before every turn-start marker in `tokens` (the end of each message but
+  // the last), ascending.
+  std::vector<int32_t> MessageEnds(const std::vector<engine::Token>& tokens) const;
   std::vector<int32_t> SnapshotPositions(const std::vector<engine::Token>& prompt,
                                          const std::string& generation_prompt) const;
 

@@ -67,6 +67,11 @@ inline size_t StableTextLength(std::string_view text) {
 // A rendering of the next request up to a point that more generated text cannot change.
 struct ShadowTarget {
   std::vector<engine::Token> tokens;  // from the prompt's first token
+  // The ends of its messages (before each turn marker), ascending: the shadow's decodes
+  // end there and it keeps states there, so a later turn's shadow that renders the same
+  // messages again (an agent's tool loop re-rendered as it will be once a user message
+  // follows, one call and result longer each turn) starts over from the last of them.
+  std::vector<int32_t> message_ends;
   // What it was rendered from: the final reply must begin with these.
   std::string basis_content;
   std::string basis_reasoning;

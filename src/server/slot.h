@@ -45,8 +45,8 @@ struct Slot {
   // Shadow prefill (shadow.h): a forked sequence fed the reply as the next request will
   // carry it. Holds prompt[0, fork) + fed.
   struct Shadow {
-    engine::SeqId seq = 0;
-    int32_t fork = 0;
+    engine::SeqId seq = 0;              // -1 once a start-over found no sequence
+    int32_t fork = 0;                   // 0 after a start-over from a state the cache held
     std::vector<engine::Token> fed;     // after the fork
     size_t n_in_batch = 0;              // of the next target tokens, in the batch being decoded
     std::shared_ptr<ShadowMailbox> mailbox;

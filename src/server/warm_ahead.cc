@@ -322,6 +322,7 @@ void WarmAhead::Run() {
       }
       auto target = job.mailbox->planner->Plan(job.reply);
       if (target) {
+        target->message_ends = builder_.MessageEnds(target->tokens);
         job.mailbox->Publish(std::move(*target));
       } else {
         job.mailbox->Skip();
