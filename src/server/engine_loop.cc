@@ -820,7 +820,7 @@ void EngineLoop::KeepShadowStateAtMessageEnd(Slot& slot) {
 // client may have read a piece or two less than was delivered.
 void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off) {
   constexpr int kMaxDrain = 64;
-  constexpr size_t kCutOffStates = 4;
+  constexpr size_t kCutOffStates = 8;
   Slot::Shadow& sh = *slot.shadow;
   int unfed = UnfedShadowTokens(slot);
   if (unfed < 0) return;

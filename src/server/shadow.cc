@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/utf8.h"
+
 namespace hearth::server {
 
 std::optional<FinalShadow> FinalShadowTokens(const ShadowTarget& target, const api::Completion& reply,
@@ -16,6 +18,9 @@ std::optional<FinalShadow> FinalShadowTokens(const ShadowTarget& target, const a
     const char last = rest.back();
     if (last == ' ' || last == '\n' || last == '\t' || last == '\r') return std::nullopt;
     if (rest.find('<') != std::string_view::npos || rest.find('\x01') != std::string_view::npos) return std::nullopt;
+    // A reply cut at its token limit can end inside a character; the client gets U+FFFD
+    // there and sends that back.
+    if (!IsValidUtf8(rest)) return std::nullopt;
   }
   FinalShadow out;
   out.tokens.assign(target.tokens.begin(), target.tokens.begin() + static_cast<std::ptrdiff_t>(target.content_start));

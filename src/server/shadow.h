@@ -94,7 +94,7 @@ struct ShadowTarget {
 // content after the basis is tokenized in place with the closing text. nullopt when the
 // target cannot say (no splice known, tool calls, rendered reasoning changed) or the
 // rest of the content is something templates rework: trailing whitespace (trimmed) or
-// markup ('<').
+// markup ('<'), or is not valid UTF-8 (the client gets U+FFFD instead).
 // Costs two tokenizations of the reply's content; the engine loop calls it when a reply
 // ends, so that the shadow also holds the reply's last word and the end of its turn.
 struct FinalShadow {

@@ -180,6 +180,12 @@ std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) 
   if (!tail_checked_) {
     auto full = PlanShadow(builder_, *request_, partial);
     if (!tail_differs_ || !full) return full;
+    // The first target goes out after one render (a reply cut off early still finds
+    // one); the tail is checked from the next on.
+    if (!first_planned_) {
+      first_planned_ = true;
+      return full;
+    }
     auto tail = PlanShadowWith(RendererFor(builder_, tail_), TokenizerFor(builder_), partial);
     // The tail renders the reply as the whole conversation does when the tokens after the
     // history agree; checked once there is something after it.

@@ -64,6 +64,7 @@ class ShadowPlanner {
   api::GenerationRequest tail_;
   bool tail_differs_ = false;
   bool tail_checked_ = false;
+  bool first_planned_ = false;
   bool use_tail_ = false;
   std::vector<engine::Token> history_;       // the whole conversation's tokens before the reply
   std::vector<engine::Token> tail_history_;  // the tail's

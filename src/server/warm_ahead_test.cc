@@ -155,6 +155,7 @@ TEST_F(PlanShadowTest, FinalTokensOnlyWhereTheTemplateCannotReworkTheRest) {
   }
   EXPECT_FALSE(final_of(partial.content + " wholly.\n").has_value());       // trimmed by the template
   EXPECT_FALSE(final_of(partial.content + " </think> moved").has_value());  // markup the template may move
+  EXPECT_FALSE(final_of(partial.content + " \xe6\xb7").has_value());        // cut inside a character
   EXPECT_FALSE(final_of("Something else entirely").has_value());           // not what the target was from
   api::Completion with_call;
   with_call.content = partial.content + ".";
