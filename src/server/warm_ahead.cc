@@ -117,12 +117,13 @@ std::optional<ShadowTarget> PlanShadowWith(const Renderer& render, const Tokeniz
   size_t end = CommonPrefix(base, tokenize(*with_probes));
   // After anything but a plain letter or digit, the last token may still merge with
   // what follows (".\n" is one token).
-  // While the reasoning grows but the template drops it (one probe: the content's), the
-  // target ends where the content will start, after template text that stays as it is.
+  // While the reasoning grows but the template drops it (one probe: the content's), or
+  // nothing of the growing text is stable yet, the target ends where that text will
+  // start, after template text that stays as it is.
   const bool reasoning_dropped = reasoning_growing && n_probes == 1;
   const std::string& cut = content_growing ? r.content : r.reasoning;
   const bool word_end = !cut.empty() && std::isalnum(static_cast<unsigned char>(cut.back())) != 0;
-  if (!word_end && !reasoning_dropped) end = end > 0 ? end - 1 : 0;
+  if (!word_end && !cut.empty() && !reasoning_dropped) end = end > 0 ? end - 1 : 0;
   if (end == 0) return std::nullopt;
   ShadowTarget target;
   target.tokens.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(end));

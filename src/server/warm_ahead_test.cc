@@ -127,6 +127,20 @@ TEST_F(PlanShadowTest, AReplyThatNeverLeftItsReasoningIsClosedInPlace) {
   EXPECT_GT(spliced_, static_cast<int>(reply.reasoning.size()) / 2);
 }
 
+// A reply cut off in its first word still has a target that can be closed in place.
+TEST_F(PlanShadowTest, AReplyInItsFirstWordCanBeClosedInPlace) {
+  const auto request = Request(false);
+  api::Completion partial;
+  partial.content = "Hel";
+  auto target = PlanShadow(*builder_, request, partial);
+  ASSERT_TRUE(target.has_value());
+  api::Completion reply;
+  reply.content = "Hello";
+  auto final_tokens = FinalShadowTokens(*target, reply, Tokenize());
+  ASSERT_TRUE(final_tokens.has_value());
+  EXPECT_EQ(final_tokens->tokens, Final(request, reply));
+}
+
 // A target is continued in place only where nothing the template reworks is involved:
 // otherwise FinalShadowTokens says nothing, and never something wrong.
 TEST_F(PlanShadowTest, FinalTokensOnlyWhereTheTemplateCannotReworkTheRest) {
