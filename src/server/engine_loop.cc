@@ -29,6 +29,14 @@ bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empt
 
 constexpr size_t kMaxBackgroundQueued = 4;
 constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill
+// What a slot's shadow sequence holds: prompt[0, fork) + fed.
+std::vector<engine::Token> ShadowHolds(const Slot& slot) {
+  const Slot::Shadow& sh = *slot.shadow;
+  std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
+  tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
+  return tokens;
+}
+
 // Where the next request stops sharing this prompt: the start of generation, or earlier
 // where --stabilize moved spans to the end of the last message.
 int32_t ShadowFork(const GenerationTask& task) {
@@ -721,9 +729,7 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   // This shadow's own states at message ends past that, on the new target's way (the
   // reply's form changed after a re-rendered tool loop was fed): its sequence holds their
   // attention KV.
-  std::vector<engine::Token> held(prompt.begin(), prompt.begin() + sh.fork);
-  held.insert(held.end(), sh.fed.begin(), sh.fed.end());
-  const size_t agree = engine::CommonPrefix(held, t);
+  const size_t agree = engine::CommonPrefix(ShadowHolds(slot), t);
   const auto& ends = sh.target.message_ends;
   for (auto it = ends.rbegin(); it != ends.rend(); ++it) {
     if (*it <= boundary) break;
@@ -806,9 +812,7 @@ void EngineLoop::KeepShadowStateAtMessageEnd(Slot& slot) {
   const size_t held = static_cast<size_t>(sh.fork) + sh.fed.size();
   const auto& ends = sh.target.message_ends;
   if (!std::binary_search(ends.begin(), ends.end(), static_cast<int32_t>(held))) return;
-  std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
-  tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
-  cache_->SnapshotPartial(slot.task.cache_namespace, sh.seq, tokens);
+  cache_->SnapshotPartial(slot.task.cache_namespace, sh.seq, ShadowHolds(slot));
 }
 
 // The reply ended as `final_reply`: feeds the shadow what its newest target still holds,
@@ -852,8 +856,7 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
   states.push_back(end);
   std::sort(states.begin(), states.end());
   states.erase(std::unique(states.begin(), states.end()), states.end());
-  std::vector<engine::Token> held(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
-  held.insert(held.end(), sh.fed.begin(), sh.fed.end());
+  std::vector<engine::Token> held = ShadowHolds(slot);
   for (size_t stop : states) {
     const size_t at = held.size();
     if (stop <= at || stop > end) continue;
@@ -889,9 +892,7 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
                       final_reply->reasoning.starts_with(sh.fed_reasoning);
   const bool keep = agrees && !sh.fed.empty() && sh.seq >= 0;
   if (keep) {
-    std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
-    tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
-    cache_->Adopt(slot.task.cache_namespace, sh.seq, tokens);
+    cache_->Adopt(slot.task.cache_namespace, sh.seq, ShadowHolds(slot));
   } else if (sh.seq >= 0) {
     cache_->Release(sh.seq);
   }

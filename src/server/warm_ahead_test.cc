@@ -75,6 +75,13 @@ class PlanShadowTest : public ::testing::Test {
     return longest;
   }
 
+  // The target while the reply's content so far is `content`.
+  std::optional<ShadowTarget> TargetWhileWriting(const api::GenerationRequest& request, const std::string& content) const {
+    api::Completion partial;
+    partial.content = content;
+    return PlanShadow(*builder_, request, partial);
+  }
+
   std::function<std::vector<engine::Token>(const std::string&)> Tokenize() const {
     return [this](const std::string& text) { return builder_->TokenizeRendered(text); };
   }
@@ -130,9 +137,7 @@ TEST_F(PlanShadowTest, AReplyThatNeverLeftItsReasoningIsClosedInPlace) {
 // A reply cut off in its first word still has a target that can be closed in place.
 TEST_F(PlanShadowTest, AReplyInItsFirstWordCanBeClosedInPlace) {
   const auto request = Request(false);
-  api::Completion partial;
-  partial.content = "Hel";
-  auto target = PlanShadow(*builder_, request, partial);
+  auto target = TargetWhileWriting(request, "Hel");
   ASSERT_TRUE(target.has_value());
   api::Completion reply;
   reply.content = "Hello";
@@ -147,7 +152,7 @@ TEST_F(PlanShadowTest, FinalTokensOnlyWhereTheTemplateCannotReworkTheRest) {
   const auto request = Request(false);
   api::Completion partial;
   partial.content = "States are kept at message ends and reused, wholly";
-  auto target = PlanShadow(*builder_, request, partial);
+  auto target = TargetWhileWriting(request, partial.content);
   ASSERT_TRUE(target.has_value());
   ASSERT_FALSE(target->content_rendered.empty());
   auto final_of = [&](const std::string& content) {
