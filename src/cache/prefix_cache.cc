@@ -313,6 +313,18 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
   return report;
 }
 
+bool PrefixCache::Holds(const std::string& ns, std::span<const Token> tokens) {
+  if (tokens.empty()) return false;
+  auto m = tree_.MatchPrefix(ns, tokens);
+  if (m.n_matched != tokens.size()) return false;
+  const auto depth = static_cast<int32_t>(tokens.size());
+  if (config_.needs_partial) {
+    return m.below == nullptr && !m.path.empty() && FindSource(m.path.back(), true, depth).has_value();
+  }
+  PrefixTree::Node* node = m.below != nullptr ? m.below : m.path.empty() ? nullptr : m.path.back();
+  return node != nullptr && FindSource(node, false, depth).has_value();
+}
+
 void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<const Token> tokens) {
   if (!config_.needs_partial || tokens.empty()) return;
   // A position that already has a state needs no second one.

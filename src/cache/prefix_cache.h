@@ -81,6 +81,10 @@ class PrefixCache {
   // sequence empty (n_reused 0) and the report says why.
   std::optional<Lease> Acquire(const std::string& ns, std::span<const Token> tokens, int32_t max_reuse);
 
+  // Whether a request for exactly `tokens` could resume with all of them: a state at
+  // that position (or, for attention-only models, anywhere past it on its path).
+  bool Holds(const std::string& ns, std::span<const Token> tokens);
+
   // `seq` holds exactly `tokens`: keep its recurrent / sliding-window state here
   // (a message boundary or the start of generation). No-op for attention-only models or
   // when a state at this position already exists.

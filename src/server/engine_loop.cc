@@ -348,7 +348,7 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
     ++slot->next_snapshot;
   }
   slot->t_admitted = Clock::now();
-  if (static_cast<int32_t>(slot->n_prompt_done) == ShadowFork(slot->task) && config_.prefix_cache) StartShadow(*slot);
+  slot->shadow_due = static_cast<int32_t>(slot->n_prompt_done) == ShadowFork(slot->task) && config_.prefix_cache;
   slots_[slot_index] = std::move(slot);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy++;
@@ -403,6 +403,14 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
       stats_.queued = static_cast<int>(queue_.size());
     }
     const int n_prompt = static_cast<int>(q.task.prompt.size());
+    // Background work the cache already holds (a shadow continued the reply in place)
+    // has nothing left to compute.
+    if (background && config_.prefix_cache && cache_->Holds(q.task.cache_namespace, q.task.prompt)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.background_tasks++;
+      stats_.background_skipped++;
+      continue;
+    }
     if (n_prompt > 0 && n_prompt < config_.context.n_ctx) return q;
     q.stream->PushError(OutOfRange("the prompt has " + std::to_string(n_prompt) + " tokens; it must be between 1 and " +
                                    std::to_string(config_.context.n_ctx - 1)));
@@ -437,8 +445,14 @@ void EngineLoop::BuildBatch() {
     slot->logits_index = batch_.Add(*slot->pending, ctx_->SeqLength(slot->seq), slot->seq, true);
     --budget;
   }
+  // Background work waits while a request prefills: it would lengthen that request's
+  // decodes and put its snapshots before that request's first token.
+  const bool foreground_prefilling = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) {
+    return s && s->prefilling() && !s->task.background;
+  });
   for (auto& slot : slots_) {
     if (!slot || !slot->prefilling() || budget <= 0) continue;
+    if (slot->task.background && foreground_prefilling) continue;
     const auto& prompt = slot->task.prompt;
     // Background chunks stay small: a request arriving meanwhile waits at most for one.
     const int room = slot->task.background ? std::min(budget, kBackgroundChunk) : budget;
@@ -461,15 +475,24 @@ void EngineLoop::BuildBatch() {
   }
 }
 
-void EngineLoop::TakeSnapshots(Slot& slot) {
+// Keeps states at the snapshot positions the prompt has reached. A request's state at
+// its prompt's end and its shadow's start wait until its first token is out (nothing
+// needs them before; each costs a state copy, a shadow's maybe moving an idle sequence to
+// RAM first): pass `first_token_out` then.
+void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
   const auto& snaps = slot.task.snapshot_positions;
   while (slot.next_snapshot < snaps.size() && snaps[slot.next_snapshot] <= static_cast<int32_t>(slot.n_prompt_done)) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
     if (at == slot.n_prompt_done && config_.prefix_cache) {
+      if (!slot.task.background && at == slot.task.prompt.size() && !first_token_out) return;
       cache_->SnapshotPartial(slot.task.cache_namespace, slot.seq, std::span(slot.task.prompt).subspan(0, at));
-      if (static_cast<int32_t>(at) == ShadowFork(slot.task)) StartShadow(slot);
+      if (static_cast<int32_t>(at) == ShadowFork(slot.task)) slot.shadow_due = true;
     }
     ++slot.next_snapshot;
+  }
+  if (first_token_out && slot.shadow_due) {
+    slot.shadow_due = false;
+    StartShadow(slot);
   }
 }
 
@@ -494,9 +517,10 @@ void EngineLoop::CommitStep() {
   // Sample every slot before emitting any token: emitting may finish a request, and a
   // finishing shadow decodes its last tokens (DrainShadow), which replaces the logits.
   std::vector<std::pair<Slot*, engine::Token>> sampled;
+  std::vector<Slot*> first_tokens;
   for (auto& slot : slots_) {
     if (!slot || !slot->in_batch) continue;
-    if (!slot->pending) TakeSnapshots(*slot);
+    if (!slot->pending) TakeSnapshots(*slot, /*first_token_out=*/false);
     if (slot->task.background) {
       if (!slot->prefilling()) Finish(*slot, api::FinishReason::kStop);
       continue;
@@ -504,6 +528,7 @@ void EngineLoop::CommitStep() {
     if (!slot->logits_index) continue;
     slot->pending.reset();
     if (slot->generated.empty()) {
+      first_tokens.push_back(slot.get());
       slot->t_prefilled = slot->t_first_token = Clock::now();
       std::lock_guard<std::mutex> lock(mu_);
       stats_.prompt_tokens += static_cast<int64_t>(slot->task.prompt.size());
@@ -513,6 +538,14 @@ void EngineLoop::CommitStep() {
     sampled.emplace_back(slot.get(), slot->sampler->Sample(*ctx_, *slot->logits_index));
   }
   for (auto [slot, token] : sampled) EmitToken(*slot, token);
+  // The first tokens are out: what waited for them (the new token is not decoded yet, so
+  // the sequence still holds exactly the prompt). A request that already finished left
+  // its sequence, holding the prompt, to the cache.
+  for (Slot* first : first_tokens) {
+    for (auto& slot : slots_) {
+      if (slot.get() == first) TakeSnapshots(*slot, /*first_token_out=*/true);
+    }
+  }
 }
 
 void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
@@ -639,15 +672,26 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
   stats_.slots_busy--;
 }
 
-// Forks the slot's sequence, which holds exactly prompt[0, generation_start), for shadow
-// prefill; skipped when nothing would render targets or no sequence is to spare.
+// Lends the slot's shadow a sequence holding exactly prompt[0, fork): a fork of the
+// request's sequence, its recurrent part restored from the state kept at the fork when
+// the request has gone past it. Skipped when nothing would render targets, no sequence
+// is to spare, or no state is at the fork.
 void EngineLoop::StartShadow(Slot& slot) {
   if (slot.shadow || !slot.parser || !on_progress_ || !config_.shadow_prefill) return;
   std::optional<int32_t> seq = cache_->Fork(slot.seq);
   if (!seq) return;
+  const int32_t fork = ShadowFork(slot.task);
+  if (ctx_->SeqLength(slot.seq) != fork) {
+    Status s = cache_->Reseed(slot.task.cache_namespace, std::span(slot.task.prompt).subspan(0, static_cast<size_t>(fork)),
+                              *seq, slot.seq);
+    if (!s.ok()) {
+      cache_->Release(*seq);
+      return;
+    }
+  }
   Slot::Shadow sh;
   sh.seq = *seq;
-  sh.fork = ShadowFork(slot.task);
+  sh.fork = fork;
   sh.mailbox = std::make_shared<ShadowMailbox>();
   slot.shadow = std::move(sh);
 }

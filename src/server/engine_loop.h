@@ -71,8 +71,9 @@ struct EngineStats {
   int slots_busy = 0;
   int queued = 0;
   int64_t volatile_spans = 0;
-  int64_t background_tasks = 0;
+  int64_t background_tasks = 0;    // warm-ahead tasks done, skipped ones included
   int64_t background_tokens = 0;
+  int64_t background_skipped = 0;  // of those, the ones the cache already held
   int64_t shadow_tokens = 0;       // fed to shadow sequences
   int64_t shadows_kept = 0;        // given to the cache when their reply ended
   int64_t shadows_dropped = 0;     // released: the reply went elsewhere, or room ran out
@@ -122,7 +123,7 @@ class EngineLoop {
   bool Admit(Queued q, size_t slot_index);
   void ExplainDivergence(Slot& slot);
   void DropCancelled();
-  void TakeSnapshots(Slot& slot);
+  void TakeSnapshots(Slot& slot, bool first_token_out);
   void StartShadow(Slot& slot);
   void PostShadowProgress(Slot& slot);
   int UnfedShadowTokens(Slot& slot);

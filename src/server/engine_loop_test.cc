@@ -502,6 +502,37 @@ TEST_F(EngineLoopTest, WithoutThePrefixCacheNothingIsReused) {
   }
 }
 
+// Warm-ahead work whose whole prompt the cache already holds computes nothing; work that
+// goes past it computes only what is new.
+TEST_F(EngineLoopTest, BackgroundWorkTheCacheHoldsIsSkipped) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Start().ok());
+  GenerationTask t = Task(LongText("w", 30), 4);
+  const auto n = static_cast<int32_t>(t.prompt.size());
+  t.snapshot_positions = {n};  // taken once the first token is out
+  ASSERT_TRUE(Drain(*Submit(loop, t)).done);
+
+  auto run_background = [&](std::vector<engine::Token> prompt) {
+    const int64_t before = loop.stats().background_tasks;
+    GenerationTask bg;
+    bg.background = true;
+    bg.prompt = std::move(prompt);
+    bg.snapshot_positions = {static_cast<int32_t>(bg.prompt.size())};
+    ASSERT_NE(Submit(loop, std::move(bg)), nullptr);
+    for (int i = 0; i < 2000 && loop.stats().background_tasks == before; ++i) std::this_thread::sleep_for(milliseconds(5));
+    ASSERT_EQ(loop.stats().background_tasks, before + 1) << "the background task did not end";
+  };
+  run_background(t.prompt);
+  EXPECT_EQ(loop.stats().background_skipped, 1);
+  EXPECT_EQ(loop.stats().background_tokens, 0);
+
+  std::vector<engine::Token> longer = t.prompt;
+  longer.insert(longer.end(), t.prompt.begin() + 3, t.prompt.begin() + 7);
+  run_background(longer);
+  EXPECT_EQ(loop.stats().background_skipped, 1);
+  EXPECT_EQ(loop.stats().background_tokens, 4);
+}
+
 // Chat tasks go through the output parser: the streamed pieces add up to the final
 // completion, field by field.
 TEST_F(EngineLoopTest, ChatTaskDeltasAddUpToTheCompletion) {

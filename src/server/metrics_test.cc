@@ -46,6 +46,8 @@ TEST(MetricsTest, EveryStatIsExposedWithItsValue) {
   s.decode_calls = 55;
   s.slots_busy = 4;
   s.queued = 9;
+  s.background_tasks = 6;
+  s.background_skipped = 4;
   const std::string text = FormatPrometheus(s);
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text.back(), '\n');
@@ -60,6 +62,8 @@ TEST(MetricsTest, EveryStatIsExposedWithItsValue) {
   EXPECT_EQ(m["hearth_decode_calls_total"], "55");
   EXPECT_EQ(m["hearth_slots_busy"], "4");
   EXPECT_EQ(m["hearth_requests_queued"], "9");
+  EXPECT_EQ(m["hearth_warm_ahead_tasks_total"], "6");
+  EXPECT_EQ(m["hearth_warm_ahead_skipped_total"], "4");
 }
 
 TEST(MetricsTest, CacheCountersCarryTheirTier) {

@@ -58,6 +58,7 @@ struct Slot {
     std::pair<int, size_t> posted{-1, 0};  // what the last render was asked for (phase, stable length)
   };
   std::optional<Shadow> shadow;
+  bool shadow_due = false;  // the prompt reached the fork; the shadow starts after the first token
 
   std::chrono::steady_clock::time_point t_admitted;
   std::chrono::steady_clock::time_point t_prefilled;
