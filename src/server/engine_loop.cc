@@ -282,8 +282,7 @@ bool EngineLoop::HasForegroundWork() {
   for (const auto& s : slots_) {
     if (s && !s->task.background) return true;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  return !queue_.empty();
+  return ForegroundQueued();
 }
 
 // A request waiting takes precedence over warm-ahead: background slots end (keeping what
@@ -342,7 +341,10 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
     if (chat) slot->parser = std::make_unique<engine::OutputParser>(*q.task.output_format);
   }
   slot->task = std::move(q.task);
-  if (!slot->task.background) ExplainDivergence(*slot);
+  if (!slot->task.background) {
+    ExplainDivergence(*slot);
+    DropWarmAheadCoveredBy(slot->task);
+  }
   while (slot->next_snapshot < slot->task.snapshot_positions.size() &&
          slot->task.snapshot_positions[slot->next_snapshot] <= static_cast<int32_t>(slot->n_prompt_done)) {
     ++slot->next_snapshot;
@@ -353,6 +355,26 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.slots_busy++;
   return true;
+}
+
+// Warm-ahead work for a request that has come is stale: the request computes or reuses
+// that prefix itself. A task is covered when the request's prompt begins with its prompt,
+// or, for a cut-off reply's task, with its prompt up to where the reply's uncertain end
+// begins (max_resume: the client may have read less than was written).
+void EngineLoop::DropWarmAheadCoveredBy(const GenerationTask& task) {
+  auto covered = [&](const GenerationTask& bg) {
+    const size_t need = bg.max_resume >= 0 ? std::min(bg.prompt.size(), static_cast<size_t>(bg.max_resume))
+                                           : bg.prompt.size();
+    return bg.cache_namespace == task.cache_namespace && need > 0 && need <= task.prompt.size() &&
+           std::equal(bg.prompt.begin(), bg.prompt.begin() + static_cast<std::ptrdiff_t>(need), task.prompt.begin());
+  };
+  for (auto& slot : slots_) {
+    if (slot && slot->task.background && covered(slot->task)) Finish(*slot, api::FinishReason::kCancelled);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto n = std::erase_if(background_queue_, [&](const Queued& q) { return covered(q.task); });
+  stats_.background_tasks += static_cast<int64_t>(n);
+  stats_.background_skipped += static_cast<int64_t>(n);
 }
 
 // When the prompt leaves the cache and rejoins an earlier prompt right after, the span
@@ -417,12 +439,13 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
   }
 }
 
+bool EngineLoop::ForegroundQueued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !queue_.empty();
+}
+
 void EngineLoop::DropCancelled() {
-  bool foreground_waiting = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    foreground_waiting = !queue_.empty();
-  }
+  const bool foreground_waiting = ForegroundQueued();
   for (auto& slot : slots_) {
     if (!slot) continue;
     if (slot->stream->cancelled() || (slot->task.background && foreground_waiting)) {
@@ -901,9 +924,15 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
   std::sort(states.begin(), states.end());
   states.erase(std::unique(states.begin(), states.end()), states.end());
   std::vector<engine::Token> held = ShadowHolds(slot);
+  bool decoded = false;
   for (size_t stop : states) {
     const size_t at = held.size();
     if (stop <= at || stop > end) continue;
+    // Each state costs a decode of its own (a weight pass on a CPU): a request waiting
+    // (often the client's next one, sent the moment it cut the reply off) resumes from
+    // the deepest state kept so far instead of waiting for the rest.
+    if (decoded && ForegroundQueued()) return;
+    decoded = true;
     engine::Batch b;
     for (size_t i = at; i < stop; ++i) b.Add(sh.target.tokens[i], static_cast<engine::Pos>(i), sh.seq, false);
     if (!ctx_->Decode(b).ok()) return;  // out of room: memory unchanged, keep what was fed

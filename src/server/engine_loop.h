@@ -73,7 +73,7 @@ struct EngineStats {
   int64_t volatile_spans = 0;
   int64_t background_tasks = 0;    // warm-ahead tasks done, skipped ones included
   int64_t background_tokens = 0;
-  int64_t background_skipped = 0;  // of those, the ones the cache already held
+  int64_t background_skipped = 0;  // of those, held already or overtaken by their request
   int64_t shadow_tokens = 0;       // fed to shadow sequences
   int64_t shadows_kept = 0;        // given to the cache when their reply ended
   int64_t shadows_dropped = 0;     // released: the reply went elsewhere, or room ran out
@@ -146,6 +146,8 @@ class EngineLoop {
   void Release(Slot& slot, bool keep_in_cache);
   void LogRequest(const Slot& slot, const char* outcome) const;
   bool HasForegroundWork();
+  bool ForegroundQueued() const;  // a request waits in the queue
+  void DropWarmAheadCoveredBy(const GenerationTask& task);
 
   const engine::Model& model_;
   EngineConfig config_;

@@ -533,6 +533,33 @@ TEST_F(EngineLoopTest, BackgroundWorkTheCacheHoldsIsSkipped) {
   EXPECT_EQ(loop.stats().background_tokens, 4);
 }
 
+// Warm-ahead queued for a next request that then comes is dropped: the request computes
+// or reuses that prefix itself.
+TEST_F(EngineLoopTest, WarmAheadOvertakenByItsRequestIsDropped) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Start().ok());
+  auto busy = Submit(loop, Task(LongText("b", 20), 24));  // holds the only slot meanwhile
+  GenerationTask bg;
+  bg.background = true;
+  bg.prompt = Task(LongText("p", 30), 1).prompt;
+  bg.snapshot_positions = {static_cast<int32_t>(bg.prompt.size())};
+  GenerationTask next = Task(LongText("p", 30), 2);
+  next.prompt = bg.prompt;
+  next.prompt.insert(next.prompt.end(), bg.prompt.begin() + 2, bg.prompt.begin() + 6);
+  GenerationTask other = bg;  // another conversation's: still wanted
+  other.prompt = Task(LongText("o", 30), 1).prompt;
+  other.snapshot_positions = {static_cast<int32_t>(other.prompt.size())};
+  ASSERT_NE(Submit(loop, bg), nullptr);
+  ASSERT_NE(Submit(loop, other), nullptr);
+  auto follow = Submit(loop, next);
+  ASSERT_TRUE(Drain(*busy).done);
+  ASSERT_TRUE(Drain(*follow).done);
+  for (int i = 0; i < 2000 && loop.stats().background_tasks < 2; ++i) std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(loop.stats().background_tasks, 2);
+  EXPECT_EQ(loop.stats().background_skipped, 1);
+  EXPECT_EQ(loop.stats().background_tokens, static_cast<int64_t>(other.prompt.size()));
+}
+
 // Chat tasks go through the output parser: the streamed pieces add up to the final
 // completion, field by field.
 TEST_F(EngineLoopTest, ChatTaskDeltasAddUpToTheCompletion) {

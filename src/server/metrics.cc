@@ -47,7 +47,7 @@ std::string FormatPrometheus(const EngineStats& s) {
   Add(&out, "cache_nodes", "gauge", "Nodes of the prefix tree.", static_cast<int64_t>(c.n_nodes));
   Add(&out, "volatile_spans_total", "counter", "Prompts whose reuse a per-request span cut short.", s.volatile_spans);
   Add(&out, "warm_ahead_tasks_total", "counter", "Background prefills of a next turn (skipped ones included).", s.background_tasks);
-  Add(&out, "warm_ahead_skipped_total", "counter", "Background prefills skipped: the cache already held their prompt.",
+  Add(&out, "warm_ahead_skipped_total", "counter", "Background prefills skipped: the cache held their prompt, or the request they prepared for came first.",
       s.background_skipped);
   Add(&out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
   Add(&out, "shadow_tokens_total", "counter", "Tokens of re-rendered replies prefilled while they were generated.",
