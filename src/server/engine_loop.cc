@@ -204,6 +204,7 @@ bool EngineLoop::PauseYoungestGenerating() {
   decoded.insert(decoded.end(), youngest->generated.begin(), youngest->generated.end());
   decoded.resize(static_cast<size_t>(ctx_->SeqLength(youngest->seq)));  // the pending token is not in yet
   cache_->Adopt(youngest->task.cache_namespace, youngest->seq, decoded);
+  youngest->seq = -1;  // the cache's now
   youngest->in_batch = false;
   youngest->logits_index.reset();
   for (auto& s : slots_) {
@@ -439,6 +440,15 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
   }
 }
 
+size_t EngineLoop::QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t longest = 0;
+  for (const auto& q : queue_) {
+    if (q.task.cache_namespace == ns) longest = std::max(longest, engine::CommonPrefix(q.task.prompt, tokens));
+  }
+  return longest;
+}
+
 bool EngineLoop::ForegroundQueued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return !queue_.empty();
@@ -451,6 +461,16 @@ void EngineLoop::DropCancelled() {
     if (slot->stream->cancelled() || (slot->task.background && foreground_waiting)) {
       Finish(*slot, api::FinishReason::kCancelled);
     }
+  }
+  // A paused request whose client gave up ends now, not when room returns.
+  for (auto it = paused_.begin(); it != paused_.end();) {
+    if (!(*it)->stream->cancelled()) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Slot> slot = std::move(*it);
+    it = paused_.erase(it);
+    Finish(*slot, api::FinishReason::kCancelled);
   }
 }
 
@@ -680,7 +700,9 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
 // decoded tokens, also when cancelled half way), or empty after a failure.
 void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
   const engine::SeqId seq = slot.seq;
-  if (keep_in_cache && config_.prefix_cache) {
+  if (seq < 0) {
+    // Paused: its sequence went to the cache already.
+  } else if (keep_in_cache && config_.prefix_cache) {
     std::vector<engine::Token> history = slot.task.prompt;
     history.insert(history.end(), slot.generated.begin(), slot.generated.end());
     history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(seq))));
@@ -923,6 +945,11 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
   states.push_back(end);
   std::sort(states.begin(), states.end());
   states.erase(std::unique(states.begin(), states.end()), states.end());
+  // The next request may be here already (a client that cut the reply off sends what it
+  // read at once): one state exactly where it leaves the target serves it.
+  if (const size_t next = QueuedSharedPrefix(slot.task.cache_namespace, sh.target.tokens); next > done) {
+    states = {std::min(next, end)};
+  }
   std::vector<engine::Token> held = ShadowHolds(slot);
   bool decoded = false;
   for (size_t stop : states) {

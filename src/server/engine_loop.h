@@ -147,6 +147,8 @@ class EngineLoop {
   void LogRequest(const Slot& slot, const char* outcome) const;
   bool HasForegroundWork();
   bool ForegroundQueued() const;  // a request waits in the queue
+  // The longest prefix of `tokens` that a queued request's prompt in `ns` begins with.
+  size_t QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const;
   void DropWarmAheadCoveredBy(const GenerationTask& task);
 
   const engine::Model& model_;

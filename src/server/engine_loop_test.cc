@@ -448,12 +448,9 @@ TEST_F(EngineLoopTest, SequentialLongPromptsFindKvRoom) {
   }
 }
 
-// All sequences share n_ctx KV cells. Two generating requests that fit alone but not
-// together: idle cached sequences are evicted first; when that is not enough, the younger
-// request ends with a RESOURCE_EXHAUSTED error naming the limit and the older one
-// finishes. (Pausing and resuming the younger one is not implemented.)
-// The younger of two requests that outgrow the KV cells together pauses (its state goes
-// to the cache) and resumes when the older one is done: both finish.
+// All sequences share n_ctx KV cells. Of two generating requests that fit alone but not
+// together (idle cached sequences evicted first), the younger pauses (its state goes to
+// the cache) and resumes when the older one is done: both finish.
 TEST_F(EngineLoopTest, RequestsThatFitAloneButNotTogetherBothFinish) {
   EngineLoop loop(*model_, Config(2));
   GenerationTask a = Task(LongText("a", 110), 300);
@@ -474,6 +471,23 @@ TEST_F(EngineLoopTest, RequestsThatFitAloneButNotTogetherBothFinish) {
                 o->completion.finish_reason == api::FinishReason::kStop);
     if (o->completion.finish_reason == api::FinishReason::kLength) EXPECT_EQ(o->completion.usage.completion_tokens, 300);
   }
+}
+
+// A paused request whose client gives up ends at once, not when room returns.
+TEST_F(EngineLoopTest, PausedRequestCancelledEndsAtOnce) {
+  EngineLoop loop(*model_, Config(2));
+  auto sa = Submit(loop, Task(LongText("a", 110), 300));
+  auto sb = Submit(loop, Task(LongText("b", 110), 300));
+  ASSERT_TRUE(loop.Start().ok());
+  for (int i = 0; i < 24000 && loop.stats().requests_paused == 0; ++i) std::this_thread::sleep_for(milliseconds(5));
+  ASSERT_EQ(loop.stats().requests_paused, 1);
+  sb->Cancel();  // the younger one is the paused one
+  Outcome ob = Drain(*sb);
+  Outcome oa = Drain(*sa);
+  ASSERT_TRUE(oa.done && ob.done) << oa.error.ToString() << " / " << ob.error.ToString();
+  EXPECT_EQ(ob.completion.finish_reason, api::FinishReason::kCancelled);
+  EXPECT_LT(ob.terminal_order, oa.terminal_order) << "the cancelled request waited for the other to finish";
+  EXPECT_EQ(loop.stats().slots_busy, 0);
 }
 
 // --no-cache: a prompt that extends an earlier one is computed in full, and nothing

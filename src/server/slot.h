@@ -23,7 +23,7 @@
 namespace hearth::server {
 
 struct Slot {
-  engine::SeqId seq = 0;
+  engine::SeqId seq = 0;             // -1 while paused: its sequence is the cache's
   GenerationTask task;
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<engine::Sampler> sampler;
