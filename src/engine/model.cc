@@ -211,6 +211,18 @@ bool Model::IsControl(Token token) const {
                                  (llama_vocab_get_attr(vocab_, token) & LLAMA_TOKEN_ATTR_USER_DEFINED) != 0);
 }
 
+bool Model::SplitsTokenizationBefore(Token token) const {
+  if (!IsControl(token)) return false;
+  if ((llama_vocab_get_attr(vocab_, token) & (LLAMA_TOKEN_ATTR_LSTRIP | LLAMA_TOKEN_ATTR_RSTRIP)) != 0) return false;
+  const std::string text = TokenPiece(token, /*render_special=*/true);
+  if (text.empty()) return false;
+  for (Token t = 0; t < info_.n_vocab; ++t) {
+    if (t == token || !IsControl(t)) continue;
+    if (TokenPiece(t, /*render_special=*/true).find(text) != std::string::npos) return false;
+  }
+  return true;
+}
+
 bool Model::IsEndOfGeneration(Token token) const {
   return IsValidToken(token) && llama_vocab_is_eog(vocab_, token);
 }

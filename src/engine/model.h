@@ -86,6 +86,12 @@ class Model {
   // Concatenated pieces of `tokens`.
   std::string Detokenize(std::span<const Token> tokens, bool render_special) const;
 
+  // Whether tokenizing rendered text (parse_special) in pieces split right before each
+  // occurrence of `token`'s text gives the same tokens as tokenizing it whole: true for
+  // a control token that strips no whitespace around it and whose text no other special
+  // token's text contains (llama.cpp tokenizes the text between special tokens apart).
+  bool SplitsTokenizationBefore(Token token) const;
+
   bool IsEndOfGeneration(Token token) const;
   // Control tokens (<|im_start|>, <think>, ...): template structure, not text.
   bool IsControl(Token token) const;

@@ -76,6 +76,7 @@ RequestBuilder::RequestBuilder(const engine::Model& model, const engine::ChatTem
   if (!rendered.ok()) return;
   auto gen = model_.Tokenize(rendered->generation_prompt, false, true);
   if (!gen.empty() && model_.TokenPiece(gen[0], true).size() > 1) turn_marker_ = gen[0];
+  if (turn_marker_) memo_ = engine::TokenMemo::Create(model_, *turn_marker_);
   const std::string& text = rendered->prompt;
   const size_t at = text.find(kProbe);
   if (!turn_marker_ || at == std::string::npos) return;
@@ -187,7 +188,7 @@ std::optional<int32_t> RequestBuilder::MovedSpansStart(const api::GenerationRequ
   if (after.size() <= before.size() || !after.starts_with(before)) return std::nullopt;  // kDrop
   const size_t at = built.prompt_text.rfind(after.substr(before.size()));
   if (at == std::string::npos) return std::nullopt;
-  const auto head = model_.Tokenize(built.prompt_text.substr(0, at), /*add_bos=*/false, /*parse_special=*/true);
+  const auto head = TokenizeRendered(built.prompt_text.substr(0, at));
   const auto& prompt = built.task.prompt;
   const size_t n = engine::CommonPrefix(head, prompt);
   if (n == 0 || static_cast<int32_t>(n) >= built.task.generation_start) return std::nullopt;

@@ -6,6 +6,7 @@
 // and ChatTemplate it reads are immutable).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -15,6 +16,7 @@
 #include "chat/stabilizer.h"
 #include "engine/chat_template.h"
 #include "engine/model.h"
+#include "engine/token_memo.h"
 #include "server/task.h"
 
 namespace hearth::server {
@@ -44,8 +46,9 @@ class RequestBuilder {
   // Only renders a chat request's prompt text (stabilized); nullopt when the template
   // rejects it. TokenizeRendered tokenizes such text exactly as Render does.
   std::optional<std::string> RenderText(const api::GenerationRequest& request) const;
+  // Messages seen before come from memory (engine/token_memo.h).
   std::vector<engine::Token> TokenizeRendered(const std::string& text) const {
-    return model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
+    return memo_ ? memo_->Tokenize(text) : model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
   }
 
   // The cache namespace of requests carrying `cache_salt`.
@@ -74,6 +77,7 @@ class RequestBuilder {
   std::string cache_namespace_;
   std::optional<engine::Token> turn_marker_;  // e.g. <|im_start|>
   std::string assistant_start_;               // an assistant turn's opening as history renders it
+  std::shared_ptr<const engine::TokenMemo> memo_;  // null when the marker is no safe split point
   chat::Stabilizer stabilizer_;
 };
 
