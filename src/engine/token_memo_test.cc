@@ -12,17 +12,15 @@ class TokenMemoTest : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = testing::LoadTestModel("qwen35");
-    ASSERT_NE(model_, nullptr);
-    auto t = ChatTemplate::Create(*model_, "");
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    tmpl_ = std::move(*t);
+    tmpl_ = testing::LoadTestTemplate("qwen35");
+    ASSERT_TRUE(model_ != nullptr && tmpl_ != nullptr);
     marker_ = model_->Tokenize("<|im_start|>", false, true);
     ASSERT_EQ(marker_.size(), 1u);
   }
   std::vector<Token> Whole(const std::string& text) const { return model_->Tokenize(text, false, true); }
 
   const Model* model_ = nullptr;
-  std::unique_ptr<ChatTemplate> tmpl_;
+  const ChatTemplate* tmpl_ = nullptr;
   std::vector<Token> marker_;
 };
 
