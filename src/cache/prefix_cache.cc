@@ -46,7 +46,7 @@ PrefixCache::~PrefixCache() = default;
 bool PrefixCache::IsFree(int32_t seq) const { return !lent_.contains(seq) && !device_state_of_seq_.contains(seq); }
 
 std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, std::span<const Token> tokens,
-                                                       int32_t max_reuse) {
+                                                       int32_t max_reuse, Lookup lookup) {
   // A cached device sequence that is itself the deepest usable state on the path is
   // simply handed over.
   max_reuse = std::min<int32_t>(max_reuse, static_cast<int32_t>(tokens.size()));
@@ -70,8 +70,7 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
       device_state_of_seq_.erase(own->seq);
       tree_.RemoveState(own->id);
       lent_[lease.seq] = true;
-      stats_.hits_device++;
-      stats_.tokens_reused += lease.report.n_reused;
+      if (lookup == Lookup::kRequest) Count(lease.report);
       return lease;
     }
     if (!(*it)->states.empty()) break;  // a deeper non-device state may serve better
@@ -81,7 +80,17 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
   Lease lease;
   lease.seq = *seq;
   lease.report = Resume(ns, *seq, tokens, max_reuse);
+  if (lookup == Lookup::kRequest) Count(lease.report);
   return lease;
+}
+
+void PrefixCache::Count(const ResumeReport& report) {
+  if (report.n_reused == 0) {
+    stats_.misses++;
+    return;
+  }
+  (report.tier == Tier::kDevice ? stats_.hits_device : report.tier == Tier::kRam ? stats_.hits_ram : stats_.hits_disk)++;
+  stats_.tokens_reused += report.n_reused;
 }
 
 std::optional<uint64_t> PrefixCache::LeastRecentIdleDevice() {
@@ -267,7 +276,6 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
   auto m = tree_.MatchPrefix(ns, tokens.subspan(0, static_cast<size_t>(std::max(0, max_reuse))));
   report.n_matched = static_cast<int32_t>(m.n_matched);
   if (m.n_matched == 0) {
-    stats_.misses++;
     report.stopped_because = "no cached prefix";
     return report;
   }
@@ -298,14 +306,8 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
     }
     break;
   }
-  if (report.n_reused == 0) {
-    stats_.misses++;
-    if (report.stopped_because.empty()) {
-      report.stopped_because = "matched " + std::to_string(m.n_matched) + " tokens but no usable state on the way";
-    }
-  } else {
-    (report.tier == Tier::kDevice ? stats_.hits_device : report.tier == Tier::kRam ? stats_.hits_ram : stats_.hits_disk)++;
-    stats_.tokens_reused += report.n_reused;
+  if (report.n_reused == 0 && report.stopped_because.empty()) {
+    report.stopped_because = "matched " + std::to_string(m.n_matched) + " tokens but no usable state on the way";
   }
   report.restore_ms = MsSince(t0);
   report.restored_bytes = restored_bytes_;

@@ -79,7 +79,11 @@ class PrefixCache {
   // copy), else a free one, else the least recently used cached one (its state first
   // moves to RAM). nullopt when every sequence is lent out. A failed restore leaves the
   // sequence empty (n_reused 0) and the report says why.
-  std::optional<Lease> Acquire(const std::string& ns, std::span<const Token> tokens, int32_t max_reuse);
+  // Hits, misses and reused tokens count only kRequest lookups: a request's own prompt,
+  // not the engine's internal ones (a shadow starting over, a paused request resuming).
+  enum class Lookup { kRequest, kInternal };
+  std::optional<Lease> Acquire(const std::string& ns, std::span<const Token> tokens, int32_t max_reuse,
+                               Lookup lookup = Lookup::kRequest);
 
   // Whether a request for exactly `tokens` could resume with all of them: a state at
   // that position (or, for attention-only models, anywhere past it on its path).
@@ -126,6 +130,7 @@ class PrefixCache {
   bool IsFree(int32_t seq) const;
   std::optional<int32_t> TakeSequence();
   ResumeReport Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t max_reuse);
+  void Count(const ResumeReport& report);
   std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
   Status Execute(int32_t seq, const Source& src, int32_t depth);
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);

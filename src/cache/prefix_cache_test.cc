@@ -79,6 +79,29 @@ TEST_F(PrefixCacheTest, FollowUpTurnResumesAtTheEndOfThePreviousReply) {
   EXPECT_EQ(last_report_.tier, Tier::kDevice);
 }
 
+// Hits and misses count requests' own lookups, not the engine's internal ones.
+TEST_F(PrefixCacheTest, OnlyRequestLookupsCountAsHitsOrMisses) {
+  Make(true, 3);
+  const Tokens p1 = Range(100, 50), r1 = Range(500, 10);
+  Turn(p1, r1);
+  EXPECT_EQ(cache_->stats().misses, 1);
+  const Tokens p2 = Cat(Cat(p1, r1), Range(700, 20));
+  auto internal = cache_->Acquire("m", p2, static_cast<int32_t>(p2.size()), PrefixCache::Lookup::kInternal);
+  ASSERT_TRUE(internal.has_value());
+  EXPECT_EQ(internal->report.n_reused, 60);
+  auto unknown = cache_->Acquire("m", Range(3000, 10), 9, PrefixCache::Lookup::kInternal);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->report.n_reused, 0);
+  EXPECT_EQ(cache_->stats().hits_device + cache_->stats().hits_ram + cache_->stats().hits_disk, 0);
+  EXPECT_EQ(cache_->stats().misses, 1);
+  EXPECT_EQ(cache_->stats().tokens_reused, 0);
+  cache_->Adopt("m", internal->seq, Cat(p1, r1));
+  cache_->Release(unknown->seq);
+  EXPECT_EQ(Turn(p2, Range(900, 5)), 60);
+  EXPECT_EQ(cache_->stats().hits_device, 1);
+  EXPECT_EQ(cache_->stats().tokens_reused, 60);
+}
+
 TEST_F(PrefixCacheTest, DivergenceResumesFromTheBoundarySnapshotBeforeIt) {
   Make(true, 3);
   const Tokens p1 = Range(100, 50);

@@ -231,11 +231,12 @@ void EngineLoop::ResumePaused() {
   std::vector<engine::Token> decoded = slot->task.prompt;
   decoded.insert(decoded.end(), slot->generated.begin(), slot->generated.end() - (slot->pending ? 1 : 0));
   const auto n = static_cast<int32_t>(decoded.size());
-  auto lease = cache_->Acquire(slot->task.cache_namespace, decoded, n);
+  constexpr auto kInternal = cache::PrefixCache::Lookup::kInternal;
+  auto lease = cache_->Acquire(slot->task.cache_namespace, decoded, n, kInternal);
   // Restoring it may need the KV cells that idle cached sequences hold.
   while (lease && lease->report.n_reused != n && cache_->EvictIdleDevice()) {
     cache_->Release(lease->seq);
-    lease = cache_->Acquire(slot->task.cache_namespace, decoded, n);
+    lease = cache_->Acquire(slot->task.cache_namespace, decoded, n, kInternal);
   }
   if (!lease) {
     paused_.front() = std::move(slot);
@@ -839,7 +840,7 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   // message follows, grows by a call and a result per turn, and each turn's shadow
   // renders it again).
   cache_->Release(sh.seq);
-  auto lease = cache_->Acquire(ns, t, static_cast<int32_t>(t.size()));
+  auto lease = cache_->Acquire(ns, t, static_cast<int32_t>(t.size()), cache::PrefixCache::Lookup::kInternal);
   if (!lease) {
     sh.seq = -1;
     return false;
