@@ -242,7 +242,7 @@ void HttpServer::RegisterRoutes() {
     if (body.is_object() && body.value("add_generation_prompt", true) == false && !gen.empty() &&
         prompt.ends_with(gen)) {
       prompt.resize(prompt.size() - gen.size());
-      n_tokens = model_.Tokenize(prompt, false, true).size();
+      n_tokens = builder_.TokenizeRendered(prompt).size();
     }
     json out{{"prompt", prompt}, {"n_tokens", n_tokens}};
     res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
