@@ -4,7 +4,7 @@
 // batch budget, each chunk ending at the next snapshot position), decode, take the
 // snapshots, then sample and stream each slot's next token (continuous batching). A
 // finished or cancelled request's sequence goes back to the cache with everything it
-// computed.
+// computed. Shadow prefill (shadow.h) lives in engine_loop_shadow.cc.
 //
 // Threads: Start/Stop from the owner; Submit and stats() from any thread (HTTP handlers);
 // everything else runs on the loop thread.
@@ -13,8 +13,10 @@
 //  1. Only the loop thread touches the Context, the slots and the samplers.
 //  2. Every submitted task ends with exactly one kDone or kError event on its stream.
 //  3. The wait queue never holds more than max_queued tasks; Submit refuses the rest.
-//  4. Background tasks (warm-ahead) run only while no request waits or runs; a request
-//     arriving preempts them before it is admitted, keeping what they prefilled.
+//  4. Background tasks (warm-ahead) start only while no request waits or runs and
+//     compute nothing while a request prefills; a request arriving preempts them before
+//     it is admitted, keeping what they prefilled. A task whose prompt the cache holds,
+//     or that an admitted request's prompt covers, computes nothing.
 //  5. A shadow sequence (shadow.h) lives only as long as its request; it holds
 //     prompt[0, fork) + tokens of a target the worker rendered, and reaches the cache
 //     only when the final reply still begins with what that target was rendered from.

@@ -469,7 +469,9 @@ TEST_F(EngineLoopTest, RequestsThatFitAloneButNotTogetherBothFinish) {
   for (const Outcome* o : {&oa, &ob}) {
     EXPECT_TRUE(o->completion.finish_reason == api::FinishReason::kLength ||
                 o->completion.finish_reason == api::FinishReason::kStop);
-    if (o->completion.finish_reason == api::FinishReason::kLength) EXPECT_EQ(o->completion.usage.completion_tokens, 300);
+    if (o->completion.finish_reason == api::FinishReason::kLength) {
+      EXPECT_EQ(o->completion.usage.completion_tokens, 300);
+    }
   }
 }
 

@@ -50,4 +50,10 @@ struct GenerationTask {
   std::shared_ptr<const api::GenerationRequest> request;
 };
 
+// Where the next request stops sharing this prompt, so where its shadow forks: the start
+// of generation, or earlier where --stabilize moved spans to the end of the last message.
+inline int32_t ShadowFork(const GenerationTask& task) {
+  return task.moved_spans_start >= 0 ? task.moved_spans_start : task.generation_start;
+}
+
 }  // namespace hearth::server

@@ -1,0 +1,344 @@
+// EngineLoop's shadow prefill: the re-rendered reply fed to a second sequence while the
+// reply is generated (server/shadow.h has the targets, docs/cache.md the design). Runs on
+// the engine thread like the rest of EngineLoop.
+#include "server/engine_loop.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace hearth::server {
+namespace {
+
+// What a slot's shadow sequence holds: prompt[0, fork) + fed.
+std::vector<engine::Token> ShadowHolds(const Slot& slot) {
+  const Slot::Shadow& sh = *slot.shadow;
+  std::vector<engine::Token> tokens(slot.task.prompt.begin(), slot.task.prompt.begin() + sh.fork);
+  tokens.insert(tokens.end(), sh.fed.begin(), sh.fed.end());
+  return tokens;
+}
+
+constexpr int kShadowChunk = 8;  // tokens per step for a shadow, next to a decode token
+
+}  // namespace
+
+// Lends the slot's shadow a sequence holding exactly prompt[0, fork): a fork of the
+// request's sequence, its recurrent part restored from the state kept at the fork when
+// the request has gone past it. Skipped when nothing would render targets, no sequence
+// is to spare, or no state is at the fork.
+void EngineLoop::StartShadow(Slot& slot) {
+  if (slot.shadow || !slot.parser || !on_progress_ || !config_.shadow_prefill) return;
+  std::optional<int32_t> seq = cache_->Fork(slot.seq);
+  if (!seq) return;
+  const int32_t fork = ShadowFork(slot.task);
+  if (ctx_->SeqLength(slot.seq) != fork) {
+    Status s = cache_->Reseed(slot.task.cache_namespace, std::span(slot.task.prompt).subspan(0, static_cast<size_t>(fork)),
+                              *seq, slot.seq);
+    if (!s.ok()) {
+      cache_->Release(*seq);
+      return;
+    }
+  }
+  Slot::Shadow sh;
+  sh.seq = *seq;
+  sh.fork = fork;
+  sh.mailbox = std::make_shared<ShadowMailbox>();
+  slot.shadow = std::move(sh);
+}
+
+// Hands the reply so far to the renderer when more of it became stable (targets end
+// there, see StableTextLength) and no render is in flight.
+void EngineLoop::PostShadowProgress(Slot& slot) {
+  Slot::Shadow& sh = *slot.shadow;
+  const auto& out = slot.parser->output();
+  const int phase = !out.tool_calls.empty() ? 2 : !out.content.empty() ? 1 : 0;
+  const std::string& growing = phase == 0 ? out.reasoning : out.content;
+  const size_t mark = phase == 2 ? out.tool_calls.size() : StableTextLength(growing);
+  if (std::pair(phase, mark) == sh.posted) return;
+  auto mailbox = sh.mailbox;
+  {
+    std::lock_guard<std::mutex> lock(mailbox->mu);
+    if (mailbox->busy) return;
+    mailbox->busy = true;
+  }
+  sh.posted = {phase, mark};
+  api::Completion partial;
+  partial.content = out.content;
+  partial.reasoning = out.reasoning;
+  for (const auto& call : out.tool_calls) partial.tool_calls.push_back({call.id, call.name, call.arguments});
+  on_progress_(slot.task, partial, mailbox);
+  if (config_.shadow_wait_ms > 0) {
+    std::unique_lock<std::mutex> lock(mailbox->mu);
+    mailbox->cv.wait_for(lock, std::chrono::milliseconds(config_.shadow_wait_ms), [&] { return !mailbox->busy; });
+  }
+}
+
+// Takes the newest target from the mailbox. Returns how many of its tokens the shadow
+// has yet to be fed, or -1 when it does not continue what the shadow holds.
+int EngineLoop::UnfedShadowTokens(Slot& slot) {
+  Slot::Shadow& sh = *slot.shadow;
+  {
+    std::lock_guard<std::mutex> lock(sh.mailbox->mu);
+    if (sh.mailbox->version == sh.version) return sh.version == 0 ? 0 : sh.unfed;
+    sh.version = sh.mailbox->version;
+    sh.target = std::move(sh.mailbox->target);  // the worker publishes a new one each time
+  }
+  const auto& t = sh.target.tokens;
+  const auto& prompt = slot.task.prompt;
+  // It must agree with what the shadow holds as far as both go (a shorter target, with a
+  // word cut again, is fine).
+  const auto fork = static_cast<size_t>(sh.fork);
+  const size_t in_prompt = std::min(t.size(), fork);
+  const size_t in_fed = t.size() > fork ? std::min(t.size() - fork, sh.fed.size()) : 0;
+  const bool agrees = std::equal(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(in_prompt), t.begin()) &&
+                      std::equal(sh.fed.begin(), sh.fed.begin() + static_cast<std::ptrdiff_t>(in_fed),
+                                 t.begin() + static_cast<std::ptrdiff_t>(in_prompt));
+  if (!agrees && !ReseedShadow(slot)) return sh.unfed = -1;
+  const size_t done = static_cast<size_t>(sh.fork) + sh.fed.size();
+  sh.unfed = t.size() > done ? static_cast<int>(t.size() - done) : 0;
+  return sh.unfed;
+}
+
+// The newest target leaves what the shadow holds: the template re-renders something
+// before the reply (Qwen3.5 re-renders a finished tool loop once a user message follows),
+// or the reply's form changed (a tool call appeared, so reasoning is kept). Starts the
+// shadow over from the last message boundary before the difference: attention KV from the
+// request's own sequence, the recurrent part from the snapshot there. A few tries per
+// request.
+bool EngineLoop::ReseedShadow(Slot& slot) {
+  constexpr int kMaxReseeds = 3;
+  Slot::Shadow& sh = *slot.shadow;
+  if (sh.reseeds >= kMaxReseeds) return false;
+  ++sh.reseeds;
+  const auto& t = sh.target.tokens;
+  const auto& prompt = slot.task.prompt;
+  const auto& ns = slot.task.cache_namespace;
+  const size_t diverged =
+      std::min(engine::CommonPrefix(t, prompt), static_cast<size_t>(slot.task.generation_start));
+  const auto& marks = slot.task.snapshot_positions;
+  int32_t boundary = 0;  // the request's last message end before the difference
+  for (int32_t m : marks) {
+    if (m > 0 && m <= static_cast<int32_t>(diverged)) boundary = m;
+  }
+  // This shadow's own states at message ends past that, on the new target's way (the
+  // reply's form changed after a re-rendered tool loop was fed): its sequence holds their
+  // attention KV.
+  const size_t agree = engine::CommonPrefix(ShadowHolds(slot), t);
+  const auto& ends = sh.target.message_ends;
+  for (auto it = ends.rbegin(); it != ends.rend(); ++it) {
+    if (*it <= boundary) break;
+    if (static_cast<size_t>(*it) > agree) continue;
+    std::optional<int32_t> seq = cache_->Fork(sh.seq);
+    if (!seq) break;
+    if (cache_->Reseed(ns, std::span(t).subspan(0, static_cast<size_t>(*it)), *seq, sh.seq).ok()) {
+      cache_->Release(sh.seq);
+      sh.seq = *seq;
+      sh.fork = 0;
+      sh.fed.assign(t.begin(), t.begin() + *it);
+      return true;
+    }
+    cache_->Release(*seq);
+  }
+  // The cache may hold more of the target: an earlier shadow of this conversation that
+  // rendered the same thing (an agent's tool loop, re-rendered as it will be once a user
+  // message follows, grows by a call and a result per turn, and each turn's shadow
+  // renders it again).
+  cache_->Release(sh.seq);
+  auto lease = cache_->Acquire(ns, t, static_cast<int32_t>(t.size()), cache::PrefixCache::Lookup::kInternal);
+  if (!lease) {
+    sh.seq = -1;
+    return false;
+  }
+  sh.seq = lease->seq;
+  if (lease->report.n_reused > boundary) {
+    sh.fork = 0;
+    sh.fed.assign(t.begin(), t.begin() + lease->report.n_reused);
+    sh.fed_content = sh.target.basis_content;
+    sh.fed_reasoning = sh.target.basis_reasoning;
+    return true;
+  }
+  // Else the request's own message end before the difference: attention KV from its
+  // sequence, the recurrent part from the snapshot there.
+  for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
+    if (*it > static_cast<int32_t>(diverged) || *it <= 0) continue;
+    const auto at = static_cast<size_t>(*it);
+    if (cache_->Reseed(ns, std::span(prompt).subspan(0, at), sh.seq, slot.seq).ok()) {
+      sh.fork = *it;
+      sh.fed.clear();
+      return true;
+    }
+  }
+  return false;
+}
+
+// Puts the newest target's next tokens in the batch, up to kShadowChunk (more when far
+// behind).
+void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
+  Slot::Shadow& sh = *slot.shadow;
+  sh.n_in_batch = 0;
+  const int unfed = UnfedShadowTokens(slot);
+  if (unfed < 0) {
+    EndShadow(slot, nullptr, "the reply re-renders differently now");
+    return;
+  }
+  // Only whole chunks: on a CPU a batch's tokens cost nearly their full compute each,
+  // and a few at a time far more per token than eight (small model, one thread: 1 decode
+  // token 65 ms, +1 token 38 ms, +7 tokens 113 ms). What is left when the reply ends is
+  // fed then (DrainShadow), in one decode.
+  if (unfed < kShadowChunk) return;
+  // Further behind (a re-rendered tool loop), bigger chunks: the work must be done before
+  // the next turn anyway, and next to a decode token it costs little on a GPU.
+  const int chunk = unfed > 256 ? 4 * kShadowChunk : unfed > 64 ? 2 * kShadowChunk : kShadowChunk;
+  size_t n = static_cast<size_t>(std::min({unfed, chunk, std::max(budget, 0)}));
+  const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
+  // Up to the next message end, where the shadow keeps a state (CommitStep).
+  const auto& ends = sh.target.message_ends;
+  if (auto next = std::upper_bound(ends.begin(), ends.end(), static_cast<int32_t>(at));
+      next != ends.end() && static_cast<size_t>(*next) < at + n) {
+    n = static_cast<size_t>(*next) - at;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    batch_.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
+  }
+  sh.n_in_batch = n;
+  budget -= static_cast<int>(n);
+}
+
+// The shadow holds the target up to the end of one of its messages: keeps the state
+// there (see ShadowTarget::message_ends).
+void EngineLoop::KeepShadowStateAtMessageEnd(Slot& slot) {
+  Slot::Shadow& sh = *slot.shadow;
+  const size_t held = static_cast<size_t>(sh.fork) + sh.fed.size();
+  const auto& ends = sh.target.message_ends;
+  if (!std::binary_search(ends.begin(), ends.end(), static_cast<int32_t>(held))) return;
+  cache_->SnapshotPartial(slot.task.cache_namespace, sh.seq, ShadowHolds(slot));
+}
+
+// The reply ended as `final_reply`: feeds the shadow what its newest target still holds,
+// continued through the reply's last word and the end of its turn where the target can
+// say how (FinalShadowTokens). The reply's final event waits for this, so it is bounded
+// (warm-ahead does the rest) and decoded apart from the step (whose logits are no longer
+// needed). A cut-off reply is continued only that way, never with a target that may run
+// past what the client read, and keeps states at its last positions on the way: the
+// client may have read a piece or two less than was delivered.
+void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off) {
+  constexpr int kMaxDrain = 64;
+  constexpr size_t kCutOffStates = 8;
+  Slot::Shadow& sh = *slot.shadow;
+  int unfed = UnfedShadowTokens(slot);
+  if (unfed < 0) return;
+  const size_t done = static_cast<size_t>(sh.fork) + sh.fed.size();
+  std::vector<size_t> states;  // positions to keep a state at, ascending
+  size_t uncertain = SIZE_MAX;  // a cut reply's: where the positions the client may have read to begin
+  const auto tokenize = [this](const std::string& text) {
+    return model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
+  };
+  auto final_tokens = FinalShadowTokens(sh.target, final_reply, tokenize);
+  if (final_tokens && final_tokens->tokens.size() >= done &&
+      std::equal(sh.fed.begin(), sh.fed.end(), final_tokens->tokens.begin() + sh.fork)) {
+    sh.target.tokens = std::move(final_tokens->tokens);
+    sh.target.basis_content = final_reply.content;
+    sh.target.basis_reasoning = final_reply.reasoning;
+    unfed = sh.unfed = static_cast<int>(sh.target.tokens.size() - done);
+    const size_t content_end = final_tokens->content_end;
+    if (cut_off && content_end > 0) {
+      uncertain = content_end > kCutOffStates ? content_end - kCutOffStates : 1;
+      for (size_t p = uncertain; p <= content_end; ++p) {
+        if (p > done) states.push_back(p);
+      }
+    }
+    cut_off = false;
+  }
+  if (unfed <= 0 || cut_off) return;
+  const size_t end = done + static_cast<size_t>(std::min({unfed, kMaxDrain, config_.context.n_batch}));
+  for (int32_t p : sh.target.message_ends) {
+    if (static_cast<size_t>(p) > done) states.push_back(static_cast<size_t>(p));
+  }
+  states.push_back(end);
+  std::sort(states.begin(), states.end());
+  states.erase(std::unique(states.begin(), states.end()), states.end());
+  // Each state costs a decode of its own (a weight pass on a CPU). A request waiting gets
+  // the engine after the first. When it is this cut reply's next request (a client that
+  // cut the reply off sends what it read at once; it carries the reply up to its
+  // uncertain end), one last decode goes exactly to where it leaves the target instead.
+  const std::string& ns = slot.task.cache_namespace;
+  std::vector<engine::Token> held = ShadowHolds(slot);
+  bool decoded = false;
+  for (size_t k = 0; k < states.size(); ++k) {
+    const size_t at = held.size();
+    size_t stop = states[k];
+    if (stop <= at || stop > end) continue;
+    bool last = k + 1 == states.size();
+    if (ForegroundQueued()) {
+      if (const size_t next = std::min(QueuedSharedPrefix(ns, sh.target.tokens), end); next > at && next >= uncertain) {
+        stop = next;
+        last = true;
+      } else if (decoded) {
+        return;
+      }
+    }
+    decoded = true;
+    engine::Batch b;
+    for (size_t i = at; i < stop; ++i) b.Add(sh.target.tokens[i], static_cast<engine::Pos>(i), sh.seq, false);
+    if (!ctx_->Decode(b).ok()) return;  // out of room: memory unchanged, keep what was fed
+    const auto from = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(at);
+    const auto to = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(stop);
+    sh.fed.insert(sh.fed.end(), from, to);
+    held.insert(held.end(), from, to);
+    sh.unfed -= static_cast<int>(stop - at);
+    sh.fed_content = sh.target.basis_content;
+    sh.fed_reasoning = sh.target.basis_reasoning;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.shadow_tokens += static_cast<int64_t>(stop - at);
+    }
+    if (last) return;  // the shadow's own end: kept as a device state with it
+    cache_->SnapshotPartial(ns, sh.seq, held);
+  }
+}
+
+// The request is over: the shadow goes to the cache when `final_reply` (what the client
+// will send back) still begins with what its target was rendered from; else, or without
+// a final reply, it is released.
+void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why, bool cut_off) {
+  if (!slot.shadow) return;
+  Slot::Shadow& sh = *slot.shadow;
+  if (final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
+      final_reply->reasoning.starts_with(sh.target.basis_reasoning)) {
+    DrainShadow(slot, *final_reply, cut_off);
+  }
+  const bool agrees = final_reply != nullptr && final_reply->content.starts_with(sh.fed_content) &&
+                      final_reply->reasoning.starts_with(sh.fed_reasoning);
+  const bool keep = agrees && !sh.fed.empty() && sh.seq >= 0;
+  if (keep) {
+    cache_->Adopt(slot.task.cache_namespace, sh.seq, ShadowHolds(slot));
+  } else if (sh.seq >= 0) {
+    cache_->Release(sh.seq);
+  }
+  // A shadow that was never fed (nothing to re-render yet) is neither kept nor dropped.
+  if (!sh.fed.empty()) {
+    if (!keep && config_.verbose) {
+      std::fprintf(stderr, "hearth: shadow of %zu tokens dropped: %s\n", sh.fed.size(),
+                   final_reply != nullptr ? "the final reply differs from what it was rendered from" : why);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    (keep ? stats_.shadows_kept : stats_.shadows_dropped)++;
+  } else if (final_reply == nullptr && config_.verbose) {
+    std::fprintf(stderr, "hearth: shadow ended before it was fed: %s\n", why);
+  }
+  slot.shadow.reset();
+}
+
+// Releases the shadow of the youngest request; false when there is none.
+bool EngineLoop::DropOneShadow() {
+  Slot* youngest = nullptr;
+  for (auto& slot : slots_) {
+    if (slot && slot->shadow && (!youngest || slot->t_admitted > youngest->t_admitted)) youngest = slot.get();
+  }
+  if (youngest == nullptr) return false;
+  EndShadow(*youngest, nullptr, "its sequence or KV cells were needed");
+  return true;
+}
+
+}  // namespace hearth::server
