@@ -198,11 +198,24 @@ size_t Context::StateSize(SeqId seq, StatePart part) const {
 }
 
 StatusOr<std::vector<uint8_t>> Context::SaveState(SeqId seq, StatePart part) const {
-  std::vector<uint8_t> out(StateSize(seq, part));
+  const size_t size = StateSize(seq, part);
+  if (part == StatePart::kPartialOnly) partial_state_size_ = size;
+  std::vector<uint8_t> out;
+  if (spare_state_.size() == size) {
+    out = std::move(spare_state_);
+    spare_state_.clear();
+  } else {
+    out.resize(size);
+  }
   const size_t n = llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, FlagsFor(part));
   if (n == 0 && !out.empty()) return Internal("could not save the state of sequence " + std::to_string(seq));
   out.resize(n);
   return out;
+}
+
+void Context::PrepareSpareState() {
+  if (partial_state_size_ == 0 || spare_state_.size() == partial_state_size_) return;
+  spare_state_.assign(partial_state_size_, 0);
 }
 
 Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {

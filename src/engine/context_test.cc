@@ -121,6 +121,25 @@ TEST_P(ContextTest, PartialStateRestorePlusTrimReproducesLogits) {
   EXPECT_TRUE(LogitsClose(expected, Continue(0, more)));
 }
 
+// A save into the spare buffer (PrepareSpareState) gives the bytes a fresh one does, and
+// a state that does not fit the spare's size is saved whole anyway.
+TEST_P(ContextTest, SavesIntoTheSpareBufferAreTheSame) {
+  Cold(0, SomeTokens(*model_, 30, 9));
+  auto fresh = ctx_->SaveState(0, StatePart::kPartialOnly);
+  ASSERT_TRUE(fresh.ok());
+  ctx_->PrepareSpareState();
+  auto spare = ctx_->SaveState(0, StatePart::kPartialOnly);
+  ASSERT_TRUE(spare.ok());
+  EXPECT_EQ(*spare, *fresh);
+  ctx_->PrepareSpareState();
+  auto full = ctx_->SaveState(0, StatePart::kAll);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->size(), ctx_->StateSize(0, StatePart::kAll));
+  auto again = ctx_->SaveState(0, StatePart::kPartialOnly);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *fresh);
+}
+
 TEST_P(ContextTest, CopiedSequencesDivergeIndependently) {
   auto prefix = SomeTokens(*model_, 30, 6), a = SomeTokens(*model_, 8, 7), b = SomeTokens(*model_, 8, 8);
   Cold(0, prefix);

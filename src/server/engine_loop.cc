@@ -575,6 +575,12 @@ void EngineLoop::CommitStep() {
       if (slot.get() == first) TakeSnapshots(*slot, /*first_token_out=*/true);
     }
   }
+  // A state copy on the way to a first token (the generation start's) goes into touched
+  // memory; the buffer is made while no request waits for its first token.
+  const bool first_token_awaited = ForegroundQueued() || std::any_of(slots_.begin(), slots_.end(), [](const auto& s) {
+                                     return s && s->prefilling() && !s->task.background;
+                                   });
+  if (config_.prefix_cache && !first_token_awaited) ctx_->PrepareSpareState();
 }
 
 void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
