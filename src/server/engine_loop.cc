@@ -435,6 +435,10 @@ size_t EngineLoop::QueuedSharedPrefix(const std::string& ns, std::span<const eng
   return longest;
 }
 
+bool EngineLoop::ForegroundPrefilling() const {
+  return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s && s->prefilling() && !s->task.background; });
+}
+
 bool EngineLoop::ForegroundQueued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return !queue_.empty();
@@ -476,9 +480,7 @@ void EngineLoop::BuildBatch() {
   }
   // Background work waits while a request prefills: it would lengthen that request's
   // decodes and put its snapshots before that request's first token.
-  const bool foreground_prefilling = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) {
-    return s && s->prefilling() && !s->task.background;
-  });
+  const bool foreground_prefilling = ForegroundPrefilling();
   for (auto& slot : slots_) {
     if (!slot || !slot->prefilling() || budget <= 0) continue;
     if (slot->task.background && foreground_prefilling) continue;
@@ -577,10 +579,7 @@ void EngineLoop::CommitStep() {
   }
   // A state copy on the way to a first token (the generation start's) goes into touched
   // memory; the buffer is made while no request waits for its first token.
-  const bool first_token_awaited = ForegroundQueued() || std::any_of(slots_.begin(), slots_.end(), [](const auto& s) {
-                                     return s && s->prefilling() && !s->task.background;
-                                   });
-  if (config_.prefix_cache && !first_token_awaited) ctx_->PrepareSpareState();
+  if (config_.prefix_cache && !ForegroundQueued() && !ForegroundPrefilling()) ctx_->PrepareSpareState();
 }
 
 void EngineLoop::EmitToken(Slot& slot, engine::Token token) {

@@ -148,7 +148,8 @@ class EngineLoop {
   void Release(Slot& slot, bool keep_in_cache);
   void LogRequest(const Slot& slot, const char* outcome) const;
   bool HasForegroundWork();
-  bool ForegroundQueued() const;  // a request waits in the queue
+  bool ForegroundQueued() const;      // a request waits in the queue
+  bool ForegroundPrefilling() const;  // a request in a slot has not had its first token
   // The longest prefix of `tokens` that a queued request's prompt in `ns` begins with.
   size_t QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const;
   void DropWarmAheadCoveredBy(const GenerationTask& task);
