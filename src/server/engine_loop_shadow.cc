@@ -172,8 +172,8 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   return false;
 }
 
-// Puts the newest target's next tokens in the batch, up to kShadowChunk (more when far
-// behind).
+// Puts the newest target's next kShadowChunk tokens in the batch (more when far behind),
+// none while fewer are waiting.
 void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
   Slot::Shadow& sh = *slot.shadow;
   sh.n_in_batch = 0;

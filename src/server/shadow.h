@@ -5,14 +5,16 @@
 // at once, leaves no idle time, and the next prompt would prefill the whole re-rendered
 // reply. So while a chat reply is generated, a second sequence, forked at the start of
 // generation, is fed the reply as the next request will carry it (re-rendered by the
-// template: think scaffold dropped, content trimmed), a few tokens per decode step in the
-// same batch. When the reply ends, only its last word and closing tokens are left.
+// template: think scaffold dropped, content trimmed), eight tokens at a time in the same
+// batch as a decode step. When the reply ends, the rest (the last words and the closing
+// tokens) goes in one decode.
 //
 // Who does what:
-//   - the engine loop forks the shadow, posts the partial reply whenever no render is in
-//     flight, feeds the newest target's tokens, and when the reply ends gives the shadow
-//     to the cache if the final reply still begins with what the target was rendered
-//     from (else it is released: no state nobody can reach);
+//   - the engine loop starts the shadow once the request's first token is out, posts the
+//     partial reply whenever no render is in flight, feeds the newest target's tokens,
+//     and when the reply ends gives the shadow to the cache if the final reply still
+//     begins with what the target was rendered from (else it is released: no state
+//     nobody can reach);
 //   - the warm-ahead worker renders targets (PlanShadow) and publishes them here.
 //
 // Threads: the mailbox is shared by the loop and the worker; every field is guarded by mu.
