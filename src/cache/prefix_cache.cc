@@ -380,6 +380,12 @@ std::optional<int32_t> PrefixCache::Fork(int32_t seq) {
   return dst;
 }
 
+std::optional<int32_t> PrefixCache::Lend() {
+  std::optional<int32_t> seq = TakeSequence();
+  if (seq) store_.Clear(*seq);
+  return seq;
+}
+
 Status PrefixCache::Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source) {
   const auto depth = static_cast<int32_t>(tokens.size());
   store_.Clear(seq);

@@ -105,6 +105,9 @@ class PrefixCache {
   // a unified KV cache), for work that branches off a request (shadow prefill). Returned
   // with Adopt or Release like any lease. nullopt when no sequence is free or evictable.
   std::optional<int32_t> Fork(int32_t seq);
+  // Lends an empty sequence (a free one, else the least recently used cached one, whose
+  // state first moves to RAM), to Reseed. nullopt when every sequence is lent out.
+  std::optional<int32_t> Lend();
   // Makes lent sequence `seq` hold exactly `tokens`: attention KV copied from lent
   // sequence `kv_source` (whose tokens begin with `tokens`), the recurrent part restored
   // from a state at exactly that position. Errors: kNotFound when no such state exists;

@@ -136,6 +136,18 @@ TEST_F(PrefixCacheTest, ForkCopiesALentSequenceAndReseedRestartsItAtASnapshot) {
   const Status none = cache_->Reseed("m", Tokens(p.begin(), p.begin() + 30), *fork, lease->seq);
   EXPECT_EQ(none.code(), StatusCode::kNotFound) << none.ToString();
   EXPECT_TRUE(store_->Get(*fork).kv.empty());
+
+  // An empty lent sequence reseeds the same way.
+  auto lent = cache_->Lend();
+  ASSERT_TRUE(lent.has_value());
+  EXPECT_NE(*lent, lease->seq);
+  EXPECT_NE(*lent, *fork);
+  EXPECT_TRUE(store_->Get(*lent).kv.empty());
+  EXPECT_TRUE(cache_->Reseed("m", Tokens(p.begin(), p.begin() + 40), *lent, lease->seq).ok());
+  EXPECT_EQ(store_->Get(*lent).kv, Tokens(p.begin(), p.begin() + 40));
+  EXPECT_EQ(store_->Get(*lent).rec, 40);
+  EXPECT_FALSE(cache_->Lend().has_value()) << "three sequences, all lent";
+  cache_->Release(*lent);
   cache_->Release(*fork);
   cache_->Release(lease->seq);
   EXPECT_EQ(cache_->CheckInvariants(), "");

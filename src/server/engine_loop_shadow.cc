@@ -24,18 +24,19 @@ constexpr int kShadowChunk = 8;  // tokens per step for a shadow, next to a deco
 }  // namespace
 
 // Lends the slot's shadow a sequence holding exactly prompt[0, fork): a fork of the
-// request's sequence, its recurrent part restored from the state kept at the fork when
-// the request has gone past it. Skipped when nothing would render targets, no sequence
-// is to spare, or no state is at the fork.
+// request's sequence while it holds just that; once the request has gone past it, one
+// reseeded from it (attention) and from the state kept at the fork (the recurrent part).
+// Skipped when nothing would render targets, no sequence is to spare, or no state is at
+// the fork.
 void EngineLoop::StartShadow(Slot& slot) {
   if (slot.shadow || !slot.parser || !on_progress_ || !config_.shadow_prefill) return;
-  std::optional<int32_t> seq = cache_->Fork(slot.seq);
-  if (!seq) return;
   const int32_t fork = ShadowFork(slot.task);
-  if (ctx_->SeqLength(slot.seq) != fork) {
-    Status s = cache_->Reseed(slot.task.cache_namespace, std::span(slot.task.prompt).subspan(0, static_cast<size_t>(fork)),
-                              *seq, slot.seq);
-    if (!s.ok()) {
+  const bool at_fork = ctx_->SeqLength(slot.seq) == fork;
+  std::optional<int32_t> seq = at_fork ? cache_->Fork(slot.seq) : cache_->Lend();
+  if (!seq) return;
+  if (!at_fork) {
+    const auto prefix = std::span(slot.task.prompt).subspan(0, static_cast<size_t>(fork));
+    if (!cache_->Reseed(slot.task.cache_namespace, prefix, *seq, slot.seq).ok()) {
       cache_->Release(*seq);
       return;
     }
@@ -129,7 +130,7 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   for (auto it = ends.rbegin(); it != ends.rend(); ++it) {
     if (*it <= boundary) break;
     if (static_cast<size_t>(*it) > agree) continue;
-    std::optional<int32_t> seq = cache_->Fork(sh.seq);
+    std::optional<int32_t> seq = cache_->Lend();
     if (!seq) break;
     if (cache_->Reseed(ns, std::span(t).subspan(0, static_cast<size_t>(*it)), *seq, sh.seq).ok()) {
       cache_->Release(sh.seq);
