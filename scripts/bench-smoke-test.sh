@@ -14,7 +14,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "bench_smoke: $*" >&2; echo "--- server log" >&2; tail -20 "$work/server.err" >&2; exit 1; }
 
-start_hearth "$work/server.out" "$work/server.err" -m "$model" || fail "hearth serve did not start"
+start_hearth "$work/server.out" "$work/server.err" -m "$model" -t 1 || fail "hearth serve did not start"
 
 out="$work/results"
 "$hearth" bench "http://127.0.0.1:$port" --scenario chat --turns 3 --system-tokens 60 --user-tokens 40 \

@@ -105,7 +105,7 @@ class EngineLoopTest : public ::testing::Test {
     c.context.n_ubatch = n_batch;
     c.n_parallel = n_seq;
     c.context.n_seq_max = n_seq + 2;  // room for sequences the prefix cache keeps
-    c.context.n_threads = 2;
+    c.context.n_threads = 1;  // two cores, and ctest runs two test processes at once
     c.max_queued = max_queued;
     return c;
   }
