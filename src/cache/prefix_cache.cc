@@ -113,6 +113,18 @@ bool PrefixCache::EvictIdleDevice() {
   return true;
 }
 
+bool PrefixCache::SpareASequence() {
+  for (int32_t seq : config_.sequences) {
+    if (IsFree(seq)) return false;
+  }
+  int idle = 0;
+  for (const auto& [seq, id] : device_state_of_seq_) {
+    const State* s = tree_.FindState(id);
+    idle += s && s->pins == 0 ? 1 : 0;
+  }
+  return idle >= 2 && EvictIdleDevice();
+}
+
 std::optional<int32_t> PrefixCache::TakeSequence() {
   for (int32_t seq : config_.sequences) {
     if (IsFree(seq)) {

@@ -117,6 +117,11 @@ class PrefixCache {
   // Frees the KV cells of the least recently used idle device sequence (its full state
   // moves to RAM first). False when no idle device sequence is left.
   bool EvictIdleDevice();
+  // Keeps a sequence free for the next Acquire or Fork, so that it need not move a state
+  // to RAM on its way: when none is free and two or more cached device sequences are
+  // idle, the least recently used one moves to RAM now (the most recent always stays).
+  // For idle time. True when it evicted one.
+  bool SpareASequence();
 
   // The tokens of an earlier sequence that shares the longest prefix with `tokens` and
   // goes on past where `tokens` leaves the tree; empty when there is none. For

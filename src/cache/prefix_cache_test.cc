@@ -188,6 +188,37 @@ TEST_F(PrefixCacheTest, EvictedDeviceSequencesMoveToRamAndResumeFromThere) {
   EXPECT_EQ(last_report_.tier, Tier::kRam);
 }
 
+// In idle time a sequence is freed ahead of the next request: the least recently used
+// cached conversation moves to RAM, so the next new prompt moves nothing; the most recent
+// conversation always stays on the device.
+TEST_F(PrefixCacheTest, SpareSequenceComesFromTheLeastRecentlyUsed) {
+  Make(true, 3);
+  std::vector<Tokens> convs = {Range(1000, 40), Range(2000, 40), Range(3000, 40)};
+  for (const auto& c : convs) Turn(c, Range(9000, 4));
+  ASSERT_EQ(cache_->stats().device_cached, 3);
+  ASSERT_EQ(cache_->stats().bytes_ram, 0u);
+  EXPECT_TRUE(cache_->SpareASequence());
+  EXPECT_EQ(cache_->stats().device_cached, 2);
+  const size_t ram = cache_->stats().bytes_ram;
+  EXPECT_GT(ram, 0u);
+  EXPECT_FALSE(cache_->SpareASequence()) << "one sequence is free already";
+  Turn(Range(4000, 40), Range(9000, 4));
+  EXPECT_EQ(cache_->stats().bytes_ram, ram) << "the new prompt had to move a state to RAM";
+  EXPECT_EQ(Turn(Cat(Cat(convs[2], Range(9000, 4)), Range(7000, 10)), {}), 44);
+  EXPECT_EQ(last_report_.tier, Tier::kDevice);
+  EXPECT_EQ(Turn(Cat(Cat(convs[0], Range(9000, 4)), Range(7000, 10)), {}), 44);
+  EXPECT_EQ(last_report_.tier, Tier::kRam);
+}
+
+TEST_F(PrefixCacheTest, TheOnlyCachedSequenceIsNotSpared) {
+  Make(true, 1);
+  Turn(Range(1000, 40), Range(9000, 4));
+  EXPECT_FALSE(cache_->SpareASequence());
+  EXPECT_EQ(cache_->stats().device_cached, 1);
+  EXPECT_EQ(Turn(Cat(Cat(Range(1000, 40), Range(9000, 4)), Range(7000, 10)), {}), 44);
+  EXPECT_EQ(last_report_.tier, Tier::kDevice);
+}
+
 TEST_F(PrefixCacheTest, RamBudgetHoldsUnderPressure) {
   store_ = nullptr;
   Make(true, 1, /*ram=*/2000);

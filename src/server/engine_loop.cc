@@ -111,7 +111,12 @@ void EngineLoop::Run() {
     AdmitQueued();
     DropCancelled();
     BuildBatch();
-    if (batch_.empty()) continue;
+    if (batch_.empty()) {
+      // Idle: the next request should find a sequence free rather than wait while an
+      // idle one moves to RAM.
+      if (config_.prefix_cache && !ForegroundQueued()) cache_->SpareASequence();
+      continue;
+    }
     Status s = DecodeMakingRoom();
     if (batch_.empty()) continue;
     if (!s.ok()) {
