@@ -72,6 +72,7 @@ void EngineLoop::Stop() {
 
 StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task) {
   auto stream = std::make_shared<RequestStream>();
+  if (task.received == Clock::time_point{}) task.received = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the server is shutting down");
@@ -714,19 +715,22 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
 }
 
 // One line per request: what was reused and from where, what was computed, and why
-// reuse stopped where it did.
+// reuse stopped where it did. prep_ms: from the HTTP request being read (or the task's
+// submission) to its admission: parsing, rendering, tokenizing, queueing, the cache's
+// lookup and restore. ttft_ms counts from the same point.
 void EngineLoop::LogRequest(const Slot& slot, const char* outcome) const {
   const auto now = Clock::now();
   const int n_prompt = static_cast<int>(slot.task.prompt.size());
   const bool first = !slot.generated.empty() || slot.t_prefilled != Clock::time_point{};
+  const Clock::time_point start = slot.task.received;
   std::fprintf(stderr,
-               "hearth: %s prompt=%d reused=%d (%s, %.1f ms, %.2f MiB) prefilled=%d prefill_ms=%.1f generated=%zu "
-               "ttft_ms=%.1f%s%s\n",
+               "hearth: %s prompt=%d reused=%d (%s, %.1f ms, %.2f MiB) prep_ms=%.1f prefilled=%d prefill_ms=%.1f "
+               "generated=%zu ttft_ms=%.1f%s%s\n",
                outcome, n_prompt, slot.n_cached, cache::TierName(slot.resume.tier), slot.resume.restore_ms,
-               static_cast<double>(slot.resume.restored_bytes) / (1024.0 * 1024.0),
+               static_cast<double>(slot.resume.restored_bytes) / (1024.0 * 1024.0), Ms(start, slot.t_admitted),
                static_cast<int>(slot.n_prompt_done) - slot.n_cached,
                first ? Ms(slot.t_admitted, slot.t_prefilled) : Ms(slot.t_admitted, now), slot.generated.size(),
-               first ? Ms(slot.t_admitted, slot.t_first_token) : -1.0,
+               first ? Ms(start, slot.t_first_token) : -1.0,
                slot.resume.stopped_because.empty() ? "" : " reuse_stopped: ", slot.resume.stopped_because.c_str());
 }
 

@@ -92,7 +92,8 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
 }  // namespace
 
 void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std::string& model_alias,
-                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res) {
+                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
+                    std::chrono::steady_clock::time_point received) {
   auto writer = MakeResponseWriter(request.flavor, model_alias, request.include_usage);
   auto built = builder.Build(request);
   if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(*writer, *err, res);
@@ -101,6 +102,7 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
   usage0.prompt_tokens = static_cast<int>(br.task.prompt.size());
 
   br.task.request = std::make_shared<const api::GenerationRequest>(request);
+  br.task.received = received;
   auto submitted = engine.Submit(std::move(br.task));
   if (!submitted.ok()) return ReplyError(*writer, ToApiError(submitted.status()), res);
   std::shared_ptr<RequestStream> stream = *submitted;

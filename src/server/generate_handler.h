@@ -1,10 +1,12 @@
 // The generation routes' common path: build the task, submit it, and write the engine's
 // events back as a streaming or a whole response in the request's API shape.
+// `received`: when the route had the whole request, before parsing it.
 //
 // Thread safety: called on an HTTP worker thread; touches the engine only through
 // EngineLoop::Submit and the returned RequestStream.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "api/types.h"
@@ -19,6 +21,7 @@ struct Response;
 namespace hearth::server {
 
 void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std::string& model_alias,
-                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res);
+                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
+                    std::chrono::steady_clock::time_point received);
 
 }  // namespace hearth::server

@@ -164,22 +164,25 @@ void HttpServer::RegisterRoutes() {
   });
 
   s.Post("/v1/chat/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    const auto received = std::chrono::steady_clock::now();
     auto r = api::openai::ParseChatCompletionRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     IsolateByKey(req, *r);
-    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
+    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
   }));
   s.Post("/v1/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    const auto received = std::chrono::steady_clock::now();
     auto r = api::openai::ParseCompletionRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     IsolateByKey(req, *r);
-    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
+    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
   }));
   s.Post("/v1/messages", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    const auto received = std::chrono::steady_clock::now();
     auto r = api::anthropic::ParseMessagesRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     IsolateByKey(req, *r);
-    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res);
+    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
   }));
   s.Post("/v1/messages/count_tokens", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::anthropic::ParseCountTokensRequest(req.body);

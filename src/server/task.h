@@ -2,6 +2,7 @@
 // tokenized (rendering happens on the HTTP thread so the loop only ever sees tokens).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ struct GenerationTask {
   // The request this task was built from, for warm-ahead after it finishes; null for
   // background tasks.
   std::shared_ptr<const api::GenerationRequest> request;
+  // When the server had the whole HTTP request (before parsing it); the request log
+  // times the first token from here. Left unset, Submit sets it.
+  std::chrono::steady_clock::time_point received{};
 };
 
 // Where the next request stops sharing this prompt, so where its shadow forks: the start
