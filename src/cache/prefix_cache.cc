@@ -15,6 +15,28 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 // Cheapest tier first.
 int TierCost(Tier t) { return t == Tier::kDevice ? 0 : t == Tier::kRam ? 1 : 2; }
 
+// How many tokens the paths to two nodes share (a radix tree branches where paths part,
+// so that is the depth of their deepest common ancestor).
+int SharedDepth(const PrefixTree::Node* a, const PrefixTree::Node* b) {
+  std::unordered_map<const PrefixTree::Node*, int> on_a;
+  for (const PrefixTree::Node* n = a; n != nullptr; n = n->parent) on_a[n] = n->depth;
+  for (const PrefixTree::Node* n = b; n != nullptr; n = n->parent) {
+    if (auto it = on_a.find(n); it != on_a.end()) return it->second;
+  }
+  return 0;
+}
+
+// Whether a full or device state lies at `node` or below it (attention KV through it).
+bool HasAttentionAtOrBelow(const PrefixTree::Node* node) {
+  for (const auto& s : node->states) {
+    if (s.kind != StateKind::kPartial) return true;
+  }
+  for (const auto& [token, child] : node->children) {
+    if (HasAttentionAtOrBelow(child.get())) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // What a resume at some depth restores from: one state for the attention part (and the
@@ -68,8 +90,9 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
                                        std::to_string(lease.report.n_reused);
       }
       device_state_of_seq_.erase(own->seq);
+      tree_.PinNode(*it);
       tree_.RemoveState(own->id);
-      lent_[lease.seq] = true;
+      lent_[lease.seq] = *it;
       if (lookup == Lookup::kRequest) Count(lease.report);
       return lease;
     }
@@ -93,13 +116,17 @@ void PrefixCache::Count(const ResumeReport& report) {
   stats_.tokens_reused += report.n_reused;
 }
 
+// States that can go without a copy (DroppableAt) first, then the least recently used.
 std::optional<uint64_t> PrefixCache::LeastRecentIdleDevice() {
   std::optional<uint64_t> victim;
-  int64_t oldest = INT64_MAX;
+  std::pair<bool, int64_t> worst{true, INT64_MAX};
   for (const auto& [seq, id] : device_state_of_seq_) {
-    const State* s = tree_.FindState(id);
-    if (s && s->pins == 0 && s->last_used < oldest) {
-      oldest = s->last_used;
+    PrefixTree::Node* node = nullptr;
+    const State* s = tree_.FindState(id, &node);
+    if (!s || s->pins > 0) continue;
+    const std::pair<bool, int64_t> rank{!DroppableAt(node, *s).has_value(), s->last_used};
+    if (rank < worst) {
+      worst = rank;
       victim = id;
     }
   }
@@ -128,7 +155,7 @@ bool PrefixCache::SpareASequence() {
 std::optional<int32_t> PrefixCache::TakeSequence() {
   for (int32_t seq : config_.sequences) {
     if (IsFree(seq)) {
-      lent_[seq] = true;
+      lent_[seq] = nullptr;
       return seq;
     }
   }
@@ -137,15 +164,61 @@ std::optional<int32_t> PrefixCache::TakeSequence() {
   if (!victim) return std::nullopt;
   const int32_t seq = tree_.FindState(*victim)->seq;
   EvictDevice(*victim);
-  lent_[seq] = true;
+  lent_[seq] = nullptr;
   return seq;
 }
 
+std::optional<int> PrefixCache::DroppableAt(const PrefixTree::Node* node, const State& s) {
+  if (s.reply_start <= 0) return std::nullopt;
+  int shared = 0;
+  for (const auto& [other_seq, id] : device_state_of_seq_) {
+    PrefixTree::Node* other = nullptr;
+    if (other_seq != s.seq && tree_.FindState(id, &other) != nullptr) shared = std::max(shared, SharedDepth(node, other));
+  }
+  for (const auto& [lent_seq, at] : lent_) {
+    if (at != nullptr) shared = std::max(shared, SharedDepth(node, at));
+  }
+  if (shared < s.reply_start) return std::nullopt;
+  return shared;
+}
+
+// Drops a device state whose reply another sequence has taken over (see Adopt), and frees
+// its sequence. RAM snapshots on its own tail (past `shared`), left without attention KV
+// through them, go with it.
+void PrefixCache::DropSuperseded(uint64_t state_id, int shared) {
+  PrefixTree::Node* node = nullptr;
+  State* s = tree_.FindState(state_id, &node);
+  const int32_t seq = s->seq;
+  device_state_of_seq_.erase(seq);
+  s->kind = StateKind::kPartial;  // no longer attention KV below the nodes on its path
+  std::vector<uint64_t> gone{state_id};
+  for (const PrefixTree::Node* n = node; n != nullptr && n->depth > shared; n = n->parent) {
+    if (HasAttentionAtOrBelow(n)) continue;
+    for (const auto& st : n->states) {
+      if (st.id != state_id && st.tier == Tier::kRam) gone.push_back(st.id);
+    }
+  }
+  for (uint64_t id : gone) {
+    if (auto it = ram_.find(id); it != ram_.end()) {
+      ram_bytes_ -= it->second.size();
+      ram_.erase(it);
+    }
+    if (id != state_id) stats_.snapshots_evicted++;
+    tree_.RemoveState(id);
+  }
+  store_.Clear(seq);
+}
+
 // Moves a cached device sequence's full state to RAM (when the budget allows), then
-// frees the sequence.
+// frees the sequence; one whose reply another sequence has taken over is dropped
+// instead (see Adopt).
 void PrefixCache::EvictDevice(uint64_t state_id) {
   PrefixTree::Node* node = nullptr;
   State* s = tree_.FindState(state_id, &node);
+  if (const std::optional<int> shared = DroppableAt(node, *s)) {
+    DropSuperseded(state_id, *shared);
+    return;
+  }
   const int32_t seq = s->seq;
   auto bytes = store_.Save(seq, /*partial=*/false);
   // The node stays alive while the device state is still on it.
@@ -349,9 +422,9 @@ void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<
   Keep(tree_.Insert(ns, tokens), StateKind::kPartial, std::move(*bytes));
 }
 
-void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens) {
-  lent_.erase(seq);
+void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t reply_start) {
   if (tokens.empty()) {
+    Unlend(seq);
     store_.Clear(seq);
     return;
   }
@@ -360,7 +433,9 @@ void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Toke
   s.kind = StateKind::kDevice;
   s.tier = Tier::kDevice;
   s.seq = seq;
+  s.reply_start = reply_start;
   device_state_of_seq_[seq] = tree_.AddState(node, s);
+  Unlend(seq);
   // Older device sequences ending on this path hold nothing the new one lacks but their
   // recurrent state: keep that as a partial snapshot and free them.
   for (PrefixTree::Node* n = node->parent; n; n = n->parent) {
@@ -435,8 +510,15 @@ Status PrefixCache::Reseed(const std::string& ns, std::span<const Token> tokens,
 }
 
 void PrefixCache::Release(int32_t seq) {
-  lent_.erase(seq);
+  Unlend(seq);
   store_.Clear(seq);
+}
+
+void PrefixCache::Unlend(int32_t seq) {
+  auto it = lent_.find(seq);
+  if (it == lent_.end()) return;
+  if (it->second != nullptr) tree_.UnpinNode(it->second);
+  lent_.erase(it);
 }
 
 // Drops RAM states, least valuable first, until the budget holds. Value: tokens of

@@ -96,8 +96,14 @@ class PrefixCache {
 
   // The request using `seq` is done and `seq` holds exactly `tokens`: keep it as a cached
   // device sequence. Device sequences made redundant by it (ending on its path) are
-  // turned into partial snapshots and freed.
-  void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens);
+  // turned into partial snapshots and freed. `reply_start` (> 0 for a request that
+  // generated a reply): where the reply starts in `tokens`. Evicted while another
+  // sequence on the device (a shadow or warm-ahead holding the reply as the template
+  // re-renders it, cached or taken over by the next request) shares the prompt up to
+  // there, it is dropped rather than serialized whole: all it adds is the reply as
+  // generated, which the next request rarely carries and which costs at most its
+  // length to compute again.
+  void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t reply_start = 0);
   // Gives `seq` back empty.
   void Release(int32_t seq);
 
@@ -146,6 +152,12 @@ class PrefixCache {
   void EnforceRamBudget();
   void ForgetDiskKeys(const std::vector<uint64_t>& keys);
   void EvictDevice(uint64_t state_id);
+  // For a request's device state (State::reply_start): the depth its path shares with
+  // another sequence on the device (cached, or taken over by a request), when that
+  // reaches reply_start; else nullopt.
+  std::optional<int> DroppableAt(const PrefixTree::Node* node, const State& s);
+  void DropSuperseded(uint64_t state_id, int shared);
+  void Unlend(int32_t seq);
   std::span<const uint8_t> Bytes(const State& s);
   // Stores a serialized state in RAM when it fits the budget, else on disk, else drops it.
   void Keep(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes);
@@ -156,7 +168,9 @@ class PrefixCache {
   DiskStore* disk_;
   PrefixTree tree_;
   std::unordered_map<int32_t, uint64_t> device_state_of_seq_;  // cached sequences
-  std::unordered_map<int32_t, bool> lent_;                     // sequences lent to requests
+  // Sequences lent to requests, with the node a cached sequence was taken over at
+  // (pinned while lent; nullptr for other leases).
+  std::unordered_map<int32_t, PrefixTree::Node*> lent_;
   std::unordered_map<uint64_t, std::vector<uint8_t>> ram_;     // RAM state bytes by id
   size_t ram_bytes_ = 0;
   size_t restored_bytes_ = 0;  // by RestoreSerialized since the current Resume began

@@ -219,6 +219,67 @@ TEST_F(PrefixCacheTest, TheOnlyCachedSequenceIsNotSpared) {
   EXPECT_EQ(last_report_.tier, Tier::kDevice);
 }
 
+// A reply as generated and its shadow (forked at the generation start, holding the reply
+// as the template re-renders it, which the next request carries). When the reply's
+// sequence is evicted while a sequence on the device still holds its prompt up to where
+// the reply starts (the shadow, cached or taken over by the next request), it is
+// dropped, not serialized, before any older state; the snapshot on its own tail goes
+// with it. A sequence that is not a request's, or whose prompt the shadow left before the
+// reply (a template re-rendering earlier turns: the prompt is still what the next request
+// may carry), moves to RAM as before.
+TEST_F(PrefixCacheTest, ReplyTakenOverByItsShadowIsDroppedNotSaved) {
+  enum Variant { kShadowCached, kShadowTakenOver, kNotARequest, kShadowPartsInThePrompt };
+  for (Variant v : {kShadowCached, kShadowTakenOver, kNotARequest, kShadowPartsInThePrompt}) {
+    SCOPED_TRACE(v);
+    Make(true, 4);
+    Turn(Range(5000, 40), Range(9000, 4));  // an older conversation, least recently used
+    const Tokens history = Range(1, 96);
+    const Tokens prompt = Cat(history, Range(100, 4));
+    const Tokens generated = Range(500, 20);
+    const Tokens next = Cat(Cat(history, Range(300, 16)), Range(700, 10));
+    auto r = cache_->Acquire("m", prompt, 99);
+    ASSERT_TRUE(r.has_value());
+    store_->Extend(r->seq, history);
+    cache_->SnapshotPartial("m", r->seq, history);
+    auto shadow = cache_->Fork(r->seq);
+    ASSERT_TRUE(shadow.has_value());
+    store_->Extend(r->seq, Range(100, 4));
+    cache_->SnapshotPartial("m", r->seq, prompt);
+    store_->Extend(r->seq, generated);
+    store_->Extend(*shadow, Range(300, 16));
+    cache_->Adopt("m", *shadow, Tokens(next.begin(), next.end() - 10));
+    const size_t reply_start = v == kNotARequest ? 0 : v == kShadowPartsInThePrompt ? prompt.size() : history.size();
+    cache_->Adopt("m", r->seq, Cat(prompt, generated), static_cast<int32_t>(reply_start));
+    std::optional<PrefixCache::Lease> taken;
+    if (v == kShadowTakenOver) {
+      taken = cache_->Acquire("m", next, static_cast<int32_t>(next.size()) - 1);
+      ASSERT_TRUE(taken.has_value());
+      ASSERT_EQ(taken->seq, *shadow);
+    }
+    const int saves = store_->n_saves;
+    const int64_t evicted = cache_->stats().snapshots_evicted;
+    Turn(Range(2000, 40), Range(9000, 4));  // the last free sequence
+    Turn(Range(3000, 40), Range(9000, 4));  // evicts one
+    EXPECT_EQ(cache_->CheckInvariants(), "");
+    if (v == kNotARequest || v == kShadowPartsInThePrompt) {
+      EXPECT_EQ(store_->n_saves, saves + 1);
+      EXPECT_EQ(Turn(Cat(Cat(prompt, generated), Range(800, 4)), {}), 120) << "the reply's sequence was lost";
+    } else {
+      EXPECT_EQ(store_->n_saves, saves) << "the superseded reply was serialized";
+      EXPECT_EQ(cache_->stats().snapshots_evicted, evicted + 1) << "the snapshot on its tail outlived its KV";
+      EXPECT_EQ(Turn(Cat(Cat(Range(5000, 40), Range(9000, 4)), Range(7000, 3)), {}), 44)
+          << "an older conversation was evicted first";
+      EXPECT_EQ(last_report_.tier, Tier::kDevice);
+    }
+    if (taken) {
+      store_->Extend(taken->seq, Tokens(next.end() - 10, next.end()));
+      cache_->Adopt("m", taken->seq, next);
+    }
+    EXPECT_EQ(Turn(Cat(next, Range(900, 4)), {}), static_cast<int>(next.size()) - (v == kShadowTakenOver ? 0 : 10));
+    EXPECT_EQ(cache_->CheckInvariants(), "");
+  }
+}
+
 TEST_F(PrefixCacheTest, RamBudgetHoldsUnderPressure) {
   store_ = nullptr;
   Make(true, 1, /*ram=*/2000);

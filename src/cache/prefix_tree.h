@@ -54,6 +54,9 @@ struct State {
   uint64_t disk_key = 0;   // kDisk only: the DiskStore entry
   int64_t last_used = 0;   // logical clock
   int pins = 0;            // > 0: in use, not evictable
+  // kDevice: where the reply it generated starts (0: not a request's sequence). See
+  // PrefixCache::Adopt.
+  int32_t reply_start = 0;
 };
 
 class PrefixTree {

@@ -703,7 +703,9 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
     std::vector<engine::Token> history = slot.task.prompt;
     history.insert(history.end(), slot.generated.begin(), slot.generated.end());
     history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(seq))));
-    cache_->Adopt(slot.task.cache_namespace, seq, history);
+    // A request's reply starts where its shadow forks (warm-ahead renders the same).
+    const int32_t reply_start = slot.task.background ? 0 : std::max(0, ShadowFork(slot.task));
+    cache_->Adopt(slot.task.cache_namespace, seq, history, reply_start);
   } else {
     cache_->Release(seq);
   }
