@@ -273,7 +273,10 @@ std::span<const uint8_t> PrefixCache::Bytes(const State& s) {
 // sequence or a full state at `node` or below. With `need_exact`, the recurrent part must
 // come from a state at exactly `node` too.
 std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth) {
+  // Cheapest tier first; among serialized states the smallest (a full state far deeper
+  // than `depth` costs its whole length in time and free KV cells to restore).
   std::optional<Source> best;
+  size_t best_bytes = 0;
   auto consider = [&](const State& s, std::optional<uint64_t> partial) {
     if (s.kind == StateKind::kPartial) return;
     Tier t = s.tier;
@@ -281,7 +284,11 @@ std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* nod
       const State* p = tree_.FindState(*partial);
       if (p && TierCost(p->tier) > TierCost(t)) t = p->tier;
     }
-    if (!best || TierCost(t) < TierCost(best->tier)) best = Source{s.id, partial, t};
+    const size_t bytes = s.kind == StateKind::kDevice ? 0 : s.bytes;
+    if (!best || TierCost(t) < TierCost(best->tier) || (TierCost(t) == TierCost(best->tier) && bytes < best_bytes)) {
+      best = Source{s.id, partial, t};
+      best_bytes = bytes;
+    }
   };
   // States exactly here carry both parts.
   const bool at_depth = node->depth == depth;
@@ -374,12 +381,14 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
   for (auto it = m.path.rbegin(); it != m.path.rend(); ++it) {
     if ((*it)->depth > 0) candidates.push_back({*it, (*it)->depth});
   }
+  std::vector<uint64_t> failed;  // a source that failed once (no room for it) fails again
   for (const auto& c : candidates) {
     auto src = FindSource(c.node, config_.needs_partial, c.depth);
-    if (!src) continue;
+    if (!src || std::find(failed.begin(), failed.end(), src->attention) != failed.end()) continue;
     Status s = Execute(seq, *src, c.depth);
     if (!s.ok()) {
       store_.Clear(seq);
+      failed.push_back(src->attention);
       report.stopped_because = "restore at " + std::to_string(c.depth) + " failed: " + s.message();
       continue;
     }

@@ -280,6 +280,22 @@ TEST_F(PrefixCacheTest, ReplyTakenOverByItsShadowIsDroppedNotSaved) {
   }
 }
 
+// Of two serialized states that carry the attention part through the resume depth, the
+// smaller is restored: restoring one far deeper costs its whole length in time and in
+// free KV cells (and failed for lack of cells in the grow benchmark).
+TEST_F(PrefixCacheTest, TheSmallestSerializedSourceIsRestored) {
+  Make(true, 1);
+  const Tokens shared = Range(1, 20);
+  Turn(Cat(shared, Range(100, 78)), Range(500, 2), {20});  // 100 tokens
+  Turn(Cat(shared, Range(200, 10)), Range(600, 2));        // 32; the first moves to RAM
+  Turn(Range(5000, 10), Range(9000, 2));                   // the second moves to RAM
+  ASSERT_EQ(cache_->stats().device_cached, 1);
+  EXPECT_EQ(Turn(Cat(shared, Range(900, 5)), {}), 20);
+  EXPECT_EQ(last_report_.tier, Tier::kRam);
+  EXPECT_LT(last_report_.restored_bytes, 4u * 100) << "the 100-token state was restored to resume at 20";
+  EXPECT_GT(last_report_.restored_bytes, 4u * 32);
+}
+
 TEST_F(PrefixCacheTest, RamBudgetHoldsUnderPressure) {
   store_ = nullptr;
   Make(true, 1, /*ram=*/2000);
