@@ -21,8 +21,12 @@ bool SendsReasoningBack(const api::GenerationRequest& request) {
                      [](const api::Message& m) { return m.role == "assistant" && !m.reasoning_content.empty(); });
 }
 
-// The conversation as the next request will carry it, ending with placeholder messages
-// whose content is `placeholder`.
+using engine::CommonPrefix;
+
+constexpr char kPlaceholder[] = "hearth warm-ahead placeholder one";
+
+}  // namespace
+
 api::GenerationRequest NextRequest(const api::GenerationRequest& request, const api::Completion& reply,
                                    const std::string& placeholder) {
   api::GenerationRequest next = request;
@@ -41,12 +45,6 @@ api::GenerationRequest NextRequest(const api::GenerationRequest& request, const 
   }
   return next;
 }
-
-using engine::CommonPrefix;
-
-constexpr char kPlaceholder[] = "hearth warm-ahead placeholder one";
-
-}  // namespace
 
 namespace {
 
@@ -229,14 +227,22 @@ std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) 
 std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,
                                             const api::Completion& reply) {
   if (request.messages.empty() || request.prompt) return std::nullopt;
-  // Two renders that differ only in the placeholder's text: their common token prefix
-  // ends where the next message's own content starts.
+  // The next message's own content starts where the rendering's tokens start to depend
+  // on the placeholder: where the tokens of the text before it part from the whole
+  // rendering's. A template that does not show the placeholder verbatim gets a second
+  // render with another placeholder instead (their common prefix ends there too).
   auto a = builder.Render(NextRequest(request, reply, kPlaceholder));
-  auto b = builder.Render(NextRequest(request, reply, "HEARTH WARM-AHEAD PLACEHOLDER TWO"));
-  if (!std::holds_alternative<BuildResult>(a) || !std::holds_alternative<BuildResult>(b)) return std::nullopt;
-  const auto& ta = std::get<BuildResult>(a).task;
-  const auto& tb = std::get<BuildResult>(b).task;
-  const size_t common = CommonPrefix(ta.prompt, tb.prompt);
+  if (!std::holds_alternative<BuildResult>(a)) return std::nullopt;
+  const BuildResult& built = std::get<BuildResult>(a);
+  const auto& ta = built.task;
+  size_t common = 0;
+  if (const size_t at = built.prompt_text.find(kPlaceholder); at != std::string::npos) {
+    common = CommonPrefix(builder.TokenizeRendered(built.prompt_text.substr(0, at)), ta.prompt);
+  } else {
+    auto b = builder.Render(NextRequest(request, reply, "HEARTH WARM-AHEAD PLACEHOLDER TWO"));
+    if (!std::holds_alternative<BuildResult>(b)) return std::nullopt;
+    common = CommonPrefix(ta.prompt, std::get<BuildResult>(b).task.prompt);
+  }
   if (common < 2) return std::nullopt;
   GenerationTask task;
   task.background = true;

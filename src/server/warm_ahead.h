@@ -30,6 +30,12 @@
 
 namespace hearth::server {
 
+// The conversation as the next request will carry it: `request`'s messages, `reply` as
+// an assistant turn (with its reasoning when this client sends reasoning back), then a
+// user message, or one tool result per call, whose content is `placeholder`.
+api::GenerationRequest NextRequest(const api::GenerationRequest& request, const api::Completion& reply,
+                                   const std::string& placeholder);
+
 // The background task for the request that follows `request` answered by `reply`, or
 // nullopt when there is nothing to prepare (raw completions, render errors).
 std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,

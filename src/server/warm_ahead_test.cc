@@ -92,6 +92,39 @@ class PlanShadowTest : public ::testing::Test {
   std::unique_ptr<RequestBuilder> builder_;
 };
 
+// Warm-ahead ends where the next message's own content starts: found from one render
+// (where the text before the placeholder stops matching the rendering's tokens), it is
+// where two renders with different placeholders part.
+TEST_F(PlanShadowTest, WarmAheadEndsWhereTwoPlaceholdersPart) {
+  auto two_renders = [&](const api::GenerationRequest& request, const api::Completion& reply) {
+    auto a = builder_->Render(NextRequest(request, reply, "first placeholder text"));
+    auto b = builder_->Render(NextRequest(request, reply, "Second, other text"));
+    const auto& ta = std::get<BuildResult>(a).task.prompt;
+    const auto& tb = std::get<BuildResult>(b).task.prompt;
+    return std::vector<engine::Token>(ta.begin(), ta.begin() + static_cast<std::ptrdiff_t>(engine::CommonPrefix(ta, tb)));
+  };
+  api::Completion plain;
+  plain.content = "Keep states at message ends.";
+  api::Completion thought = plain;
+  thought.reasoning = "Short answer wanted.";
+  api::Completion calls;
+  calls.content = "Reading two files.";
+  calls.tool_calls = {{"call_1", "read", R"({"path":"a.txt"})"}, {"call_2", "read", R"({"path":"b.txt"})"}};
+  api::Completion cut = plain;
+  cut.content = "Keep states at mess";
+  cut.finish_reason = api::FinishReason::kCancelled;
+  auto with_tools = Request(false);
+  with_tools.tools.push_back({"read", "Reads a file.", R"({"type":"object","properties":{"path":{"type":"string"}}})"});
+  const std::vector<std::pair<api::GenerationRequest, api::Completion>> cases = {
+      {Request(false), plain}, {Request(true), thought}, {with_tools, calls}, {Request(false), cut}};
+  for (const auto& [request, reply] : cases) {
+    SCOPED_TRACE(reply.content);
+    const auto expected = two_renders(request, reply);
+    ASSERT_GT(expected.size(), 10u);
+    EXPECT_EQ(Final(request, reply), expected);
+  }
+}
+
 TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithoutThinking) {
   api::Completion reply;
   reply.content = "A prefix cache keeps states.\nReuse them: no recompute, ever!  Done.\n\nEnd";
