@@ -203,7 +203,7 @@ void PrefixCache::DropSuperseded(uint64_t state_id, int shared) {
       ram_bytes_ -= it->second.size();
       ram_.erase(it);
     }
-    if (id != state_id) stats_.snapshots_evicted++;
+    stats_.snapshots_evicted++;
     tree_.RemoveState(id);
   }
   store_.Clear(seq);
