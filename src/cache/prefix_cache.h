@@ -76,8 +76,8 @@ class PrefixCache {
   // Lends a sequence for a request whose prompt is `tokens` and loads into it the deepest
   // usable prefix of tokens[0, max_reuse) in namespace `ns`. The sequence is a cached
   // device sequence on the prompt's path when that is the best source (taken over, no
-  // copy), else a free one, else the least recently used cached one (its state first
-  // moves to RAM). nullopt when every sequence is lent out. A failed restore leaves the
+  // copy), else a free one, else an evicted cached one (see EvictIdleDevice). nullopt
+  // when every sequence is lent out. A failed restore leaves the
   // sequence empty (n_reused 0) and the report says why.
   // Hits, misses and reused tokens count only kRequest lookups: a request's own prompt,
   // not the engine's internal ones (a shadow starting over, a paused request resuming).
@@ -111,8 +111,8 @@ class PrefixCache {
   // a unified KV cache), for work that branches off a request (shadow prefill). Returned
   // with Adopt or Release like any lease. nullopt when no sequence is free or evictable.
   std::optional<int32_t> Fork(int32_t seq);
-  // Lends an empty sequence (a free one, else the least recently used cached one, whose
-  // state first moves to RAM), to Reseed. nullopt when every sequence is lent out.
+  // Lends an empty sequence (a free one, else an evicted cached one), to Reseed. nullopt
+  // when every sequence is lent out.
   std::optional<int32_t> Lend();
   // Makes lent sequence `seq` hold exactly `tokens`: attention KV copied from lent
   // sequence `kv_source` (whose tokens begin with `tokens`), the recurrent part restored
@@ -120,13 +120,14 @@ class PrefixCache {
   // restore errors. On error `seq` is left empty.
   Status Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source);
 
-  // Frees the KV cells of the least recently used idle device sequence (its full state
-  // moves to RAM first). False when no idle device sequence is left.
+  // Frees the KV cells of an idle device sequence: one whose reply another sequence has
+  // taken over (dropped, see Adopt), else the least recently used (its full state moves
+  // to RAM first). False when no idle device sequence is left.
   bool EvictIdleDevice();
   // Keeps a sequence free for the next Acquire or Fork, so that it need not move a state
   // to RAM on its way: when none is free and two or more cached device sequences are
-  // idle, the least recently used one moves to RAM now (the most recent always stays).
-  // For idle time. True when it evicted one.
+  // idle, one is evicted now (as EvictIdleDevice; the last idle one always stays). For
+  // idle time. True when it evicted one.
   bool SpareASequence();
 
   // The tokens of an earlier sequence that shares the longest prefix with `tokens` and
