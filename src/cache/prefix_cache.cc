@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_set>
 
 #include "cache/disk_store.h"
 
@@ -15,13 +16,19 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 // Cheapest tier first.
 int TierCost(Tier t) { return t == Tier::kDevice ? 0 : t == Tier::kRam ? 1 : 2; }
 
-// How many tokens the paths to two nodes share (a radix tree branches where paths part,
-// so that is the depth of their deepest common ancestor).
-int SharedDepth(const PrefixTree::Node* a, const PrefixTree::Node* b) {
-  std::unordered_map<const PrefixTree::Node*, int> on_a;
-  for (const PrefixTree::Node* n = a; n != nullptr; n = n->parent) on_a[n] = n->depth;
-  for (const PrefixTree::Node* n = b; n != nullptr; n = n->parent) {
-    if (auto it = on_a.find(n); it != on_a.end()) return it->second;
+// The nodes on the path to `node` (itself included).
+using Path = std::unordered_set<const PrefixTree::Node*>;
+Path PathTo(const PrefixTree::Node* node) {
+  Path path;
+  for (const PrefixTree::Node* n = node; n != nullptr; n = n->parent) path.insert(n);
+  return path;
+}
+
+// How many tokens the path to `node` shares with `path` (a radix tree branches where
+// paths part, so that is the depth of their deepest common node).
+int SharedDepth(const Path& path, const PrefixTree::Node* node) {
+  for (const PrefixTree::Node* n = node; n != nullptr; n = n->parent) {
+    if (path.contains(n)) return n->depth;
   }
   return 0;
 }
@@ -170,13 +177,14 @@ std::optional<int32_t> PrefixCache::TakeSequence() {
 
 std::optional<int> PrefixCache::DroppableAt(const PrefixTree::Node* node, const State& s) {
   if (s.reply_start <= 0) return std::nullopt;
+  const Path path = PathTo(node);
   int shared = 0;
   for (const auto& [other_seq, id] : device_state_of_seq_) {
     PrefixTree::Node* other = nullptr;
-    if (other_seq != s.seq && tree_.FindState(id, &other) != nullptr) shared = std::max(shared, SharedDepth(node, other));
+    if (other_seq != s.seq && tree_.FindState(id, &other) != nullptr) shared = std::max(shared, SharedDepth(path, other));
   }
   for (const auto& [lent_seq, at] : lent_) {
-    if (at != nullptr) shared = std::max(shared, SharedDepth(node, at));
+    if (at != nullptr) shared = std::max(shared, SharedDepth(path, at));
   }
   if (shared < s.reply_start) return std::nullopt;
   return shared;
@@ -198,14 +206,7 @@ void PrefixCache::DropSuperseded(uint64_t state_id, int shared) {
       if (st.id != state_id && st.tier == Tier::kRam) gone.push_back(st.id);
     }
   }
-  for (uint64_t id : gone) {
-    if (auto it = ram_.find(id); it != ram_.end()) {
-      ram_bytes_ -= it->second.size();
-      ram_.erase(it);
-    }
-    stats_.snapshots_evicted++;
-    tree_.RemoveState(id);
-  }
+  for (uint64_t id : gone) Forget(id);
   store_.Clear(seq);
 }
 
@@ -569,13 +570,17 @@ void PrefixCache::EnforceRamBudget() {
         tree_.AddState(node, d);
       }
     }
-    if (it != ram_.end()) {
-      ram_bytes_ -= it->second.size();
-      ram_.erase(it);
-    }
-    tree_.RemoveState(victim);
-    stats_.snapshots_evicted++;
+    Forget(victim);
   }
+}
+
+void PrefixCache::Forget(uint64_t id) {
+  if (auto it = ram_.find(id); it != ram_.end()) {
+    ram_bytes_ -= it->second.size();
+    ram_.erase(it);
+  }
+  tree_.RemoveState(id);
+  stats_.snapshots_evicted++;
 }
 
 void PrefixCache::ForgetDiskKeys(const std::vector<uint64_t>& keys) {
@@ -584,10 +589,7 @@ void PrefixCache::ForgetDiskKeys(const std::vector<uint64_t>& keys) {
   tree_.ForEachState([&](PrefixTree::Node*, State& s) {
     if (s.tier == Tier::kDisk && std::find(keys.begin(), keys.end(), s.disk_key) != keys.end()) gone.push_back(s.id);
   });
-  for (uint64_t id : gone) {
-    tree_.RemoveState(id);
-    stats_.snapshots_evicted++;
-  }
+  for (uint64_t id : gone) Forget(id);
 }
 
 std::vector<Token> PrefixCache::EarlierContinuation(const std::string& ns, std::span<const Token> tokens) {

@@ -151,6 +151,8 @@ class PrefixCache {
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
   std::optional<uint64_t> LeastRecentIdleDevice();
   void EnforceRamBudget();
+  // Removes a state from the tree (and its bytes from RAM), counted as evicted.
+  void Forget(uint64_t id);
   void ForgetDiskKeys(const std::vector<uint64_t>& keys);
   void EvictDevice(uint64_t state_id);
   // For a request's device state (State::reply_start): the depth its path shares with
