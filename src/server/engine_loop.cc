@@ -365,9 +365,7 @@ void EngineLoop::DropWarmAheadCoveredBy(const GenerationTask& task) {
     if (slot && slot->task.background && covered(slot->task)) Finish(*slot, api::FinishReason::kCancelled);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const auto n = std::erase_if(background_queue_, [&](const Queued& q) { return covered(q.task); });
-  stats_.background_tasks += static_cast<int64_t>(n);
-  stats_.background_skipped += static_cast<int64_t>(n);
+  CountSkippedBackground(static_cast<int64_t>(std::erase_if(background_queue_, [&](const Queued& q) { return covered(q.task); })));
 }
 
 // When the prompt leaves the cache and rejoins an earlier prompt right after, the span
@@ -422,8 +420,7 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
     // has nothing left to compute.
     if (background && config_.prefix_cache && cache_->Holds(q.task.cache_namespace, q.task.prompt)) {
       std::lock_guard<std::mutex> lock(mu_);
-      stats_.background_tasks++;
-      stats_.background_skipped++;
+      CountSkippedBackground(1);
       continue;
     }
     if (n_prompt > 0 && n_prompt < config_.context.n_ctx) return q;
@@ -613,6 +610,12 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
   } else {
     slot.pending = token;
   }
+}
+
+// A skipped warm-ahead task counts as a task too. Holds mu_.
+void EngineLoop::CountSkippedBackground(int64_t n) {
+  stats_.background_tasks += n;
+  stats_.background_skipped += n;
 }
 
 void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence) {

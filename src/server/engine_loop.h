@@ -144,6 +144,7 @@ class EngineLoop {
   void CommitStep();
   void EmitToken(Slot& slot, engine::Token token);
   void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
+  void CountSkippedBackground(int64_t n);  // REQUIRES: mu_ held
   void FailSlot(Slot& slot, const Status& error);
   void Release(Slot& slot, bool keep_in_cache);
   void LogRequest(const Slot& slot, const char* outcome) const;
