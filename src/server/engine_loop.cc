@@ -551,8 +551,9 @@ void EngineLoop::CommitStep() {
   // Sample every slot before emitting any token: emitting may finish a request, and a
   // finishing shadow decodes its last tokens (DrainShadow), which replaces the logits.
   std::vector<std::pair<Slot*, engine::Token>> sampled;
-  std::vector<Slot*> first_tokens;
-  for (auto& slot : slots_) {
+  std::vector<size_t> first_tokens;  // indices into slots_
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    auto& slot = slots_[i];
     if (!slot || !slot->in_batch) continue;
     if (!slot->pending) TakeSnapshots(*slot, /*first_token_out=*/false);
     if (slot->task.background) {
@@ -562,7 +563,7 @@ void EngineLoop::CommitStep() {
     if (!slot->logits_index) continue;
     slot->pending.reset();
     if (slot->generated.empty()) {
-      first_tokens.push_back(slot.get());
+      first_tokens.push_back(i);
       slot->t_prefilled = slot->t_first_token = Clock::now();
       std::lock_guard<std::mutex> lock(mu_);
       stats_.prompt_tokens += static_cast<int64_t>(slot->task.prompt.size());
@@ -574,11 +575,9 @@ void EngineLoop::CommitStep() {
   for (auto [slot, token] : sampled) EmitToken(*slot, token);
   // The first tokens are out: what waited for them (the new token is not decoded yet, so
   // the sequence still holds exactly the prompt). A request that already finished left
-  // its sequence, holding the prompt, to the cache.
-  for (Slot* first : first_tokens) {
-    for (auto& slot : slots_) {
-      if (slot.get() == first) TakeSnapshots(*slot, /*first_token_out=*/true);
-    }
+  // its sequence, holding the prompt, to the cache (its place in slots_ is empty).
+  for (size_t i : first_tokens) {
+    if (slots_[i]) TakeSnapshots(*slots_[i], /*first_token_out=*/true);
   }
   // A state copy on the way to a first token (the generation start's) goes into touched
   // memory; the buffer is made while no request waits for its first token.
