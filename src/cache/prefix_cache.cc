@@ -76,6 +76,7 @@ bool PrefixCache::IsFree(int32_t seq) const { return !lent_.contains(seq) && !de
 
 std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, std::span<const Token> tokens,
                                                        int32_t max_reuse, Lookup lookup) {
+  PrefixTree::PruneScope scope(tree_);
   // A cached device sequence that is itself the deepest usable state on the path is
   // simply handed over.
   max_reuse = std::min<int32_t>(max_reuse, static_cast<int32_t>(tokens.size()));
@@ -141,6 +142,7 @@ std::optional<uint64_t> PrefixCache::LeastRecentIdleDevice() {
 }
 
 bool PrefixCache::EvictIdleDevice() {
+  PrefixTree::PruneScope scope(tree_);
   std::optional<uint64_t> victim = LeastRecentIdleDevice();
   if (!victim) return false;
   EvictDevice(*victim);
@@ -148,6 +150,7 @@ bool PrefixCache::EvictIdleDevice() {
 }
 
 bool PrefixCache::SpareASequence() {
+  PrefixTree::PruneScope scope(tree_);
   for (int32_t seq : config_.sequences) {
     if (IsFree(seq)) return false;
   }
@@ -411,6 +414,7 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
 }
 
 bool PrefixCache::Holds(const std::string& ns, std::span<const Token> tokens) {
+  PrefixTree::PruneScope scope(tree_);
   if (tokens.empty()) return false;
   auto m = tree_.MatchPrefix(ns, tokens);
   if (m.n_matched != tokens.size()) return false;
@@ -423,6 +427,7 @@ bool PrefixCache::Holds(const std::string& ns, std::span<const Token> tokens) {
 }
 
 void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<const Token> tokens) {
+  PrefixTree::PruneScope scope(tree_);
   if (!config_.needs_partial || tokens.empty()) return;
   // A position that already has a state needs no second one.
   auto m = tree_.MatchPrefix(ns, tokens);
@@ -433,6 +438,7 @@ void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<
 }
 
 void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t reply_start) {
+  PrefixTree::PruneScope scope(tree_);
   if (tokens.empty()) {
     Unlend(seq);
     store_.Clear(seq);
@@ -471,6 +477,7 @@ void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Toke
 }
 
 std::optional<int32_t> PrefixCache::Fork(int32_t seq) {
+  PrefixTree::PruneScope scope(tree_);
   std::optional<int32_t> dst = TakeSequence();
   if (!dst) return std::nullopt;
   store_.Copy(seq, *dst, store_.Length(seq));
@@ -478,12 +485,14 @@ std::optional<int32_t> PrefixCache::Fork(int32_t seq) {
 }
 
 std::optional<int32_t> PrefixCache::Lend() {
+  PrefixTree::PruneScope scope(tree_);
   std::optional<int32_t> seq = TakeSequence();
   if (seq) store_.Clear(*seq);
   return seq;
 }
 
 Status PrefixCache::Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source) {
+  PrefixTree::PruneScope scope(tree_);
   const auto depth = static_cast<int32_t>(tokens.size());
   store_.Clear(seq);
   store_.Copy(kv_source, seq, depth);
@@ -520,6 +529,7 @@ Status PrefixCache::Reseed(const std::string& ns, std::span<const Token> tokens,
 }
 
 void PrefixCache::Release(int32_t seq) {
+  PrefixTree::PruneScope scope(tree_);
   Unlend(seq);
   store_.Clear(seq);
 }

@@ -19,10 +19,14 @@
 //     Adopt/Release), or cached (a kDevice state in the tree).
 //  2. bytes in RAM <= ram_budget after every public call (states are moved to disk or
 //     dropped, lowest value first).
+//  3. Every public call runs inside one PrefixTree::PruneScope, so no tree node it holds
+//     is freed before it returns (a failed restore or an eviction halfway through frees
+//     nothing under its feet). No Node* is kept across calls but pinned ones (lent_).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>

@@ -24,7 +24,10 @@ const char* TierName(Tier tier) {
 
 PrefixTree::Node* PrefixTree::Root(const std::string& ns) {
   auto& root = roots_[ns];
-  if (!root) root = std::make_unique<Node>();
+  if (!root) {
+    root = std::make_unique<Node>();
+    root->ns = ns;
+  }
   return root.get();
 }
 
@@ -130,13 +133,41 @@ void PrefixTree::UnpinNode(Node* node) {
   Prune(node);
 }
 
-// Removes `node` if it holds nothing and has no children; merges it into its only child
-// when it holds nothing and has one. Walks up as parents become useless.
+PrefixTree::PruneScope::~PruneScope() {
+  if (--tree_.defer_depth_ > 0) return;
+  while (!tree_.prune_pending_.empty()) {
+    Node* node = *tree_.prune_pending_.begin();
+    tree_.prune_pending_.erase(tree_.prune_pending_.begin());
+    tree_.PruneNow(node);
+  }
+}
+
 void PrefixTree::Prune(Node* node) {
-  while (node && node->parent && node->states.empty() && node->pins == 0 && node->children.size() <= 1) {
+  if (defer_depth_ > 0) {
+    prune_pending_.insert(node);
+    return;
+  }
+  PruneNow(node);
+}
+
+// Removes `node` if it holds nothing and has no children; merges it into its only child
+// when it holds nothing and has one; frees a root left empty. Walks up as parents become
+// useless. Each step frees exactly one node, which leaves prune_pending_ with it.
+void PrefixTree::PruneNow(Node* node) {
+  while (node && node->states.empty() && node->pins == 0) {
+    if (node->parent == nullptr) {
+      if (node->children.empty()) {
+        prune_pending_.erase(node);
+        const std::string ns = node->ns;
+        roots_.erase(ns);  // destroys node
+      }
+      return;
+    }
+    if (node->children.size() > 1) return;
     Node* parent = node->parent;
     const Token key = node->edge.front();
     auto& slot = parent->children.at(key);
+    prune_pending_.erase(node);
     if (node->children.empty()) {
       parent->children.erase(key);  // destroys node
     } else {
@@ -153,10 +184,7 @@ void PrefixTree::Prune(Node* node) {
 const std::string& PrefixTree::NamespaceOf(const Node* node) const {
   static const std::string kNone;
   while (node && node->parent) node = node->parent;
-  for (const auto& [ns, root] : roots_) {
-    if (root.get() == node) return ns;
-  }
-  return kNone;
+  return node ? node->ns : kNone;
 }
 
 std::vector<Token> PrefixTree::PathTokens(const Node* node) const {
@@ -210,6 +238,7 @@ std::string PrefixTree::CheckInvariants() const {
   }
   if (nodes != n_nodes_) err += "node count " + std::to_string(n_nodes_) + " != " + std::to_string(nodes) + "; ";
   if (states != index_.size()) err += "state index size mismatch; ";
+  if (defer_depth_ == 0 && !prune_pending_.empty()) err += "nodes left to prune outside a PruneScope; ";
   return err;
 }
 

@@ -13,7 +13,14 @@
 // nothing unmatchable can be admitted (invariant 3).
 //
 // Namespaces (model fingerprint, context settings, cache salt) are separate roots and
-// never share nodes.
+// never share nodes; a root left with nothing below it is freed like any useless node.
+//
+// Node lifetime: removing a state or a pin prunes the nodes it leaves useless (a leaf is
+// freed, a stateless node with one child merges into it), which frees `Node`s. Inside a
+// PruneScope nothing is freed: removals only mark their nodes, and the outermost scope's
+// end prunes whatever is useless then. So every `Node*` taken inside a scope (a Match's
+// path, a candidate list) stays valid until the scope ends. Insert never frees a node
+// (it splits edges by adding nodes above existing ones).
 //
 // Thread safety: none; owned by the engine loop thread.
 //
@@ -33,6 +40,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace hearth::cache {
@@ -68,6 +76,7 @@ class PrefixTree {
     std::unordered_map<Token, std::unique_ptr<Node>> children;  // by first edge token
     std::vector<State> states;
     int pins = 0;  // nodes pinned stay even without states (e.g. a request's resume point)
+    std::string ns;  // roots only: the namespace
   };
 
   PrefixTree() = default;
@@ -87,14 +96,29 @@ class PrefixTree {
   // The node at exactly `tokens` in `ns`, created (splitting an edge) if needed.
   // REQUIRES: the caller adds a state to it or pins it right away (else PruneIfUseless).
   Node* Insert(const std::string& ns, std::span<const Token> tokens);
-  // Removes `node` (and useless ancestors) if it holds no state, pin or fork.
+  // Removes `node` (and useless ancestors) if it holds no state, pin or fork; inside a
+  // PruneScope, at the scope's end.
   void PruneIfUseless(Node* node) { Prune(node); }
+
+  // While one is alive, no node is freed (see "Node lifetime" above). Scopes nest; the
+  // outermost one prunes at its end. REQUIRES: the tree outlives the scope.
+  class PruneScope {
+   public:
+    explicit PruneScope(PrefixTree& tree) : tree_(tree) { ++tree_.defer_depth_; }
+    ~PruneScope();
+    PruneScope(const PruneScope&) = delete;
+    PruneScope& operator=(const PruneScope&) = delete;
+
+   private:
+    PrefixTree& tree_;
+  };
 
   // Adds a state to `node`; returns its id.
   uint64_t AddState(Node* node, State state);
   // Finds a state by id; nullptr when gone.
   State* FindState(uint64_t id, Node** node_out = nullptr);
-  // Removes a state and prunes nodes left useless. Returns false when not found.
+  // Removes a state and prunes nodes left useless (at the end of a PruneScope, inside
+  // one). Returns false when not found.
   bool RemoveState(uint64_t id);
 
   // The namespace `node` belongs to.
@@ -122,7 +146,9 @@ class PrefixTree {
 
  private:
   Node* Root(const std::string& ns);
+  // Prunes now, or marks `node` for the end of the open PruneScope.
   void Prune(Node* node);
+  void PruneNow(Node* node);
   void Visit(Node* node, const std::function<void(Node*)>& fn) const;
 
   std::map<std::string, std::unique_ptr<Node>> roots_;
@@ -130,6 +156,8 @@ class PrefixTree {
   uint64_t next_id_ = 1;
   size_t n_nodes_ = 0;
   int64_t clock_ = 0;
+  int defer_depth_ = 0;                     // open PruneScopes
+  std::unordered_set<Node*> prune_pending_;  // nodes to prune when the last scope ends
 };
 
 }  // namespace hearth::cache

@@ -90,5 +90,39 @@ TEST(PrefixTreeTest, ManyRandomSequencesKeepInvariants) {
   }
 }
 
+TEST(PrefixTreeTest, ARootLeftEmptyIsFreed) {
+  PrefixTree t;
+  std::vector<uint64_t> ids;
+  for (int salt = 0; salt < 100; ++salt) ids.push_back(t.AddState(t.Insert("ns" + std::to_string(salt), Tokens{1, 2}), Partial()));
+  EXPECT_EQ(t.n_roots(), 100u);
+  for (uint64_t id : ids) ASSERT_TRUE(t.RemoveState(id));
+  EXPECT_EQ(t.n_roots(), 0u);
+  EXPECT_EQ(t.n_nodes(), 0u);
+  EXPECT_EQ(t.CheckInvariants(), "");
+}
+
+TEST(PrefixTreeTest, InsideAPruneScopeNoNodeIsFreed) {
+  PrefixTree t;
+  auto* leaf = t.Insert("ns", Tokens{1, 2, 3, 4});
+  const uint64_t a = t.AddState(leaf, Partial());
+  const uint64_t b = t.AddState(t.Insert("ns", Tokens{1, 2, 9}), Partial());
+  PrefixTree::Node* fork = leaf->parent;
+  ASSERT_EQ(fork->depth, 2);
+  {
+    PrefixTree::PruneScope scope(t);
+    ASSERT_TRUE(t.RemoveState(b));  // would merge the fork into the leaf's edge
+    EXPECT_EQ(fork->depth, 2) << "still alive";
+    EXPECT_EQ(fork->children.size(), 2u) << "the emptied leaf stays too";
+    {
+      PrefixTree::PruneScope inner(t);
+      ASSERT_TRUE(t.RemoveState(a));
+    }
+    EXPECT_EQ(t.n_nodes(), 3u) << "the inner scope's end prunes nothing";
+  }
+  EXPECT_EQ(t.n_nodes(), 0u);
+  EXPECT_EQ(t.n_roots(), 0u);
+  EXPECT_EQ(t.CheckInvariants(), "");
+}
+
 }  // namespace
 }  // namespace hearth::cache
