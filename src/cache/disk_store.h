@@ -71,6 +71,7 @@ class DiskStore {
   void Remove(uint64_t key);
 
   size_t bytes() const { return bytes_; }
+  size_t budget() const { return budget_; }
   size_t quarantined() const { return quarantined_; }
   const std::string& dir() const { return dir_; }
 

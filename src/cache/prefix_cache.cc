@@ -1,5 +1,7 @@
 #include "cache/prefix_cache.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <unordered_set>
@@ -625,18 +627,30 @@ CacheStats PrefixCache::stats() const {
   return s;
 }
 
-std::string PrefixCache::DescribeJson() const {
-  const CacheStats s = stats();
-  char buf[512];
-  std::snprintf(buf, sizeof(buf),
-                R"({"nodes":%zu,"states":%zu,"device_sequences_cached":%d,"bytes_ram":%zu,"bytes_disk":%zu,)"
-                R"("hits":{"device":%lld,"ram":%lld,"disk":%lld},"misses":%lld,"tokens_reused":%lld,)"
-                R"("snapshots":{"taken":%lld,"evicted":%lld,"quarantined":%lld}})",
-                s.n_nodes, s.n_states, s.device_cached, s.bytes_ram, s.bytes_disk, static_cast<long long>(s.hits_device),
-                static_cast<long long>(s.hits_ram), static_cast<long long>(s.hits_disk), static_cast<long long>(s.misses),
-                static_cast<long long>(s.tokens_reused), static_cast<long long>(s.snapshots_taken),
-                static_cast<long long>(s.snapshots_evicted), static_cast<long long>(s.snapshots_quarantined));
-  return buf;
+CacheSummary PrefixCache::Summarize(size_t max_conversations) const {
+  CacheSummary out;
+  out.stats = stats();
+  out.ram_budget_bytes = config_.ram_budget_bytes;
+  out.disk_budget_bytes = disk_ ? disk_->budget() : 0;
+  tree_.ForEachLeaf([&](const PrefixTree::Node* leaf) {
+    ++out.n_conversations;
+    CacheSummary::Conversation c;
+    c.ns_id = XXH3_64bits(tree_.NamespaceOf(leaf).data(), tree_.NamespaceOf(leaf).size());
+    c.n_tokens = leaf->depth;
+    for (const PrefixTree::Node* n = leaf; n != nullptr; n = n->parent) {
+      if (n != leaf && n->children.size() > 1 && c.n_shared == 0) c.n_shared = n->depth;
+      for (const State& s : n->states) {
+        c.last_used = std::max(c.last_used, s.last_used);
+        if (c.states.size() < CacheSummary::kMaxStates) c.states.push_back({n->depth, s.kind, s.tier, s.bytes});
+      }
+    }
+    std::reverse(c.states.begin(), c.states.end());
+    out.conversations.push_back(std::move(c));
+  });
+  std::sort(out.conversations.begin(), out.conversations.end(),
+            [](const auto& a, const auto& b) { return a.last_used > b.last_used; });
+  if (out.conversations.size() > max_conversations) out.conversations.resize(max_conversations);
+  return out;
 }
 
 }  // namespace hearth::cache

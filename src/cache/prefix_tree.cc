@@ -216,11 +216,20 @@ void PrefixTree::ForEachState(const std::function<void(Node*, State&)>& fn) {
   }
 }
 
+void PrefixTree::ForEachLeaf(const std::function<void(const Node*)>& fn) const {
+  for (const auto& [ns, root] : roots_) {
+    Visit(root.get(), [&](const Node* n) {
+      if (n->parent != nullptr && n->children.empty()) fn(n);
+    });
+  }
+}
+
 std::string PrefixTree::CheckInvariants() const {
   std::string err;
   size_t nodes = 0, states = 0;
   for (const auto& [ns, root] : roots_) {
     if (!root->edge.empty() || root->depth != 0) err += "root of '" + ns + "' has an edge; ";
+    if (root->children.empty() && root->states.empty() && root->pins == 0) err += "empty root '" + ns + "'; ";
     Visit(root.get(), [&](Node* n) {
       states += n->states.size();
       for (const auto& s : n->states) {

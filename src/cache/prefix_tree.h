@@ -132,12 +132,15 @@ class PrefixTree {
 
   // Visits every state (for eviction and reporting).
   void ForEachState(const std::function<void(Node*, State&)>& fn);
+  // Visits every node without children below a root: where a conversation's tokens end.
+  void ForEachLeaf(const std::function<void(const Node*)>& fn) const;
 
   // Node pins keep otherwise useless nodes alive.
   void PinNode(Node* node) { ++node->pins; }
   void UnpinNode(Node* node);
 
   size_t n_nodes() const { return n_nodes_; }
+  size_t n_roots() const { return roots_.size(); }
   size_t n_states() const { return index_.size(); }
   int64_t Tick() { return ++clock_; }
 

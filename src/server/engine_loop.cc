@@ -7,6 +7,7 @@
 #include "base/utf8.h"
 #include "cache/volatile_span.h"
 #include "server/context_sequence_store.h"
+#include "server/metrics.h"
 
 namespace hearth::server {
 namespace {
@@ -28,6 +29,10 @@ api::Delta ToApiDelta(const engine::ParsedDelta& d) {
 bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empty() && d.tool_calls.empty(); }
 
 constexpr size_t kMaxBackgroundQueued = 4;
+constexpr size_t kMaxConversationsSummarized = 64;  // GET /v1/cache
+// Write-behind to the disk tier waits this long after the last decode: a client that
+// answers at once (an agent after a tool call) should not wait behind a state copy.
+constexpr auto kWriteBehindDelay = std::chrono::milliseconds(1000);
 constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill
 
 }  // namespace
@@ -56,7 +61,7 @@ Status EngineLoop::Start() {
   for (int i = 0; i < config_.context.n_seq_max; ++i) cc.sequences.push_back(i);
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
-  cache_summary_ = cache_->DescribeJson();
+  cache_summary_ = FormatCacheSummary(cache_->Summarize(kMaxConversationsSummarized));
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
