@@ -67,6 +67,10 @@ class FakeSequenceStore : public SequenceStore {
     if (!partial) {
       s.kv.clear();
       for (size_t at = 5; at + 4 <= bytes.size() - padding; at += 4) s.kv.push_back(get(at));
+      if (cells > 0 && UsedCells() > cells) {
+        s = Seq{};
+        return ResourceExhausted("no free KV cells");
+      }
     }
     ++n_restores;
     return Status::Ok();
@@ -78,7 +82,16 @@ class FakeSequenceStore : public SequenceStore {
     return recurrent_ ? std::min(n, it->second.rec) : n;
   }
 
+  // Cells in use, counting every sequence's positions (the real cache shares copied
+  // prefixes; this is the worst case).
+  size_t UsedCells() const {
+    size_t n = 0;
+    for (const auto& [id, s] : seqs_) n += s.kv.size();
+    return n;
+  }
+
   size_t padding = 0;
+  size_t cells = 0;  // > 0: whole-state restores fail beyond this many cells in use
   int n_copies = 0, n_saves = 0, n_restores = 0;
 
  private:

@@ -103,7 +103,7 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
       tree_.PinNode(*it);
       tree_.RemoveState(own->id);
       lent_[lease.seq] = *it;
-      if (lookup == Lookup::kRequest) Count(lease.report);
+      if (lookup == Lookup::kRequest) CountRequestLookup(lease.report);
       return lease;
     }
     if (!(*it)->states.empty()) break;  // a deeper non-device state may serve better
@@ -113,11 +113,11 @@ std::optional<PrefixCache::Lease> PrefixCache::Acquire(const std::string& ns, st
   Lease lease;
   lease.seq = *seq;
   lease.report = Resume(ns, *seq, tokens, max_reuse);
-  if (lookup == Lookup::kRequest) Count(lease.report);
+  if (lookup == Lookup::kRequest) CountRequestLookup(lease.report);
   return lease;
 }
 
-void PrefixCache::Count(const ResumeReport& report) {
+void PrefixCache::CountRequestLookup(const ResumeReport& report) {
   if (report.n_reused == 0) {
     stats_.misses++;
     return;
@@ -266,6 +266,7 @@ uint64_t PrefixCache::AddRamState(PrefixTree::Node* node, StateKind kind, std::v
   ram_bytes_ += bytes.size();
   ram_[id] = std::move(bytes);
   stats_.snapshots_taken++;
+  unwritten_ = true;
   return id;
 }
 
@@ -392,12 +393,26 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
     auto src = FindSource(c.node, config_.needs_partial, c.depth);
     if (!src || std::find(failed.begin(), failed.end(), src->attention) != failed.end()) continue;
     Status s = Execute(seq, *src, c.depth);
+    // A whole state needs free KV cells: idle cached sequences give theirs up (to RAM)
+    // before the restore is given up. That may move states between tiers: look again.
+    while (s.code() == StatusCode::kResourceExhausted && EvictIdleDevice()) {
+      store_.Clear(seq);
+      src = FindSource(c.node, config_.needs_partial, c.depth);
+      if (!src) break;
+      s = Execute(seq, *src, c.depth);
+    }
     if (!s.ok()) {
       store_.Clear(seq);
+      if (!src) continue;
       failed.push_back(src->attention);
-      report.stopped_because = "restore at " + std::to_string(c.depth) + " failed: " + s.message();
+      report.no_room = s.code() == StatusCode::kResourceExhausted;
+      report.stopped_because = "restore at " + std::to_string(c.depth) + " failed: " +
+                               (report.no_room ? "no free KV cells for its " + std::to_string(c.depth) +
+                                                     " positions while the requests running hold theirs"
+                                               : s.message());
       continue;
     }
+    report.no_room = false;
     report.n_reused = c.depth;
     report.tier = src->tier;
     if (c.depth < static_cast<int32_t>(m.n_matched)) {
@@ -453,6 +468,7 @@ void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Toke
   s.seq = seq;
   s.reply_start = reply_start;
   device_state_of_seq_[seq] = tree_.AddState(node, s);
+  unwritten_ = true;
   Unlend(seq);
   // Older device sequences ending on this path hold nothing the new one lacks but their
   // recurrent state: keep that as a partial snapshot and free them.
@@ -571,7 +587,7 @@ void PrefixCache::EnforceRamBudget() {
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(victim, &node);
     auto it = ram_.find(victim);
-    if (disk_ && it != ram_.end()) {
+    if (disk_ && it != ram_.end() && !HasDiskTwin(node, s->kind)) {
       auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), s->kind, it->second);
       if (key.ok()) {
         ForgetDiskKeys(disk_->evicted());
@@ -604,7 +620,52 @@ void PrefixCache::ForgetDiskKeys(const std::vector<uint64_t>& keys) {
   for (uint64_t id : gone) Forget(id);
 }
 
+bool PrefixCache::HasDiskTwin(const PrefixTree::Node* node, StateKind kind) {
+  const StateKind on_disk = kind == StateKind::kPartial ? StateKind::kPartial : StateKind::kFull;
+  return std::any_of(node->states.begin(), node->states.end(),
+                     [&](const State& s) { return s.tier == Tier::kDisk && s.kind == on_disk; });
+}
+
+int PrefixCache::WriteBehind(const std::function<bool()>& should_stop) {
+  if (disk_ == nullptr || !unwritten_) return 0;
+  PrefixTree::PruneScope scope(tree_);
+  std::vector<std::pair<int64_t, uint64_t>> todo;  // (last_used, id)
+  tree_.ForEachState([&](PrefixTree::Node* n, State& s) {
+    if (s.tier == Tier::kDisk || HasDiskTwin(n, s.kind)) return;
+    // A reply another sequence took over is dropped, not kept (see Adopt).
+    if (s.kind == StateKind::kDevice && DroppableAt(n, s)) return;
+    todo.emplace_back(s.last_used, s.id);
+  });
+  std::sort(todo.rbegin(), todo.rend());
+  int written = 0;
+  for (const auto& [used, id] : todo) {
+    if (should_stop()) return written;
+    PrefixTree::Node* node = nullptr;
+    State* s = tree_.FindState(id, &node);
+    if (s == nullptr) continue;
+    StatusOr<std::vector<uint8_t>> saved = s->kind == StateKind::kDevice
+                                               ? store_.Save(s->seq, /*partial=*/false)
+                                               : StatusOr<std::vector<uint8_t>>(ram_.at(id));
+    if (!saved.ok()) continue;
+    const StateKind kind = s->kind == StateKind::kPartial ? StateKind::kPartial : StateKind::kFull;
+    auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), kind, *saved);
+    if (!key.ok()) continue;
+    ForgetDiskKeys(disk_->evicted());
+    State d;
+    d.kind = kind;
+    d.tier = Tier::kDisk;
+    d.disk_key = *key;
+    d.bytes = saved->size();
+    d.last_used = used;
+    tree_.AddState(node, d);
+    ++written;
+  }
+  unwritten_ = false;
+  return written;
+}
+
 std::vector<Token> PrefixCache::EarlierContinuation(const std::string& ns, std::span<const Token> tokens) {
+  PrefixTree::PruneScope scope(tree_);
   auto m = tree_.MatchPrefix(ns, tokens);
   if (m.path.empty()) return {};
   PrefixTree::Node* node = m.below;

@@ -56,6 +56,9 @@ struct ResumeReport {
   size_t restored_bytes = 0;     // serialized state read back (RAM or disk) for this resume
   int32_t n_matched = 0;         // tokens the tree knew, whether usable or not
   std::string stopped_because;   // empty when everything reusable was reused
+  // A deeper restore failed for want of KV cells although every idle cached sequence
+  // gave its cells up: only work outside the cache (requests, shadows) holds them.
+  bool no_room = false;
 };
 
 struct CacheStats {
@@ -105,12 +108,17 @@ class PrefixCache {
   // device sequence on the prompt's path when that is the best source (taken over, no
   // copy), else a free one, else an evicted cached one (see EvictIdleDevice). nullopt
   // when every sequence is lent out. A failed restore leaves the
-  // sequence empty (n_reused 0) and the report says why.
+  // sequence empty (n_reused 0) and the report says why. A whole state that lacks KV
+  // cells gets them from idle cached sequences (moved to RAM) before it is given up
+  // (report.no_room: it was given up even so); a state that failed for room stays.
   // Hits, misses and reused tokens count only kRequest lookups: a request's own prompt,
   // not the engine's internal ones (a shadow starting over, a paused request resuming).
   enum class Lookup { kRequest, kInternal };
   std::optional<Lease> Acquire(const std::string& ns, std::span<const Token> tokens, int32_t max_reuse,
                                Lookup lookup = Lookup::kRequest);
+  // Counts a kInternal lookup as the request's own after all (a caller that retried a
+  // lookup after making room counts only the one it kept).
+  void CountRequestLookup(const ResumeReport& report);
 
   // Whether a request for exactly `tokens` could resume with all of them: a state at
   // that position (or, for attention-only models, anywhere past it on its path).
@@ -157,14 +165,24 @@ class PrefixCache {
   // idle time. True when it evicted one.
   bool SpareASequence();
 
+  // With a disk tier, for idle time: writes states a restart would lose (cached device
+  // sequences and RAM states with no copy on disk), the most recently used first, until
+  // `should_stop` returns true (checked before each) or none is left. Each stays where it
+  // is; its disk copy is its twin, which the RAM tier's eviction then need not write.
+  // Returns how many it wrote. Cheap when nothing changed since the last full pass.
+  int WriteBehind(const std::function<bool()>& should_stop);
+  // Whether WriteBehind may have something to write.
+  bool HasUnwritten() const { return disk_ != nullptr && unwritten_; }
+
   // The tokens of an earlier sequence that shares the longest prefix with `tokens` and
   // goes on past where `tokens` leaves the tree; empty when there is none. For
   // explaining divergences (see volatile_span.h).
   std::vector<Token> EarlierContinuation(const std::string& ns, std::span<const Token> tokens);
 
   CacheStats stats() const;
-  // A readable summary of the tree for GET /v1/cache.
-  std::string DescribeJson() const;
+  // The tree summarized for GET /v1/cache: counters, tiers, and at most
+  // `max_conversations` conversations, the most recently used first.
+  CacheSummary Summarize(size_t max_conversations) const;
   std::string CheckInvariants() const { return tree_.CheckInvariants(); }
 
  private:
@@ -172,7 +190,6 @@ class PrefixCache {
   bool IsFree(int32_t seq) const;
   std::optional<int32_t> TakeSequence();
   ResumeReport Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t max_reuse);
-  void Count(const ResumeReport& report);
   std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
   Status Execute(int32_t seq, const Source& src, int32_t depth);
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
@@ -192,6 +209,8 @@ class PrefixCache {
   // Stores a serialized state in RAM when it fits the budget, else on disk, else drops it.
   void Keep(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes);
   uint64_t AddRamState(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes);
+  // Whether `node` holds a disk state that a state of `kind` serializes to.
+  static bool HasDiskTwin(const PrefixTree::Node* node, StateKind kind);
 
   CacheConfig config_;
   SequenceStore& store_;
@@ -204,6 +223,7 @@ class PrefixCache {
   std::unordered_map<uint64_t, std::vector<uint8_t>> ram_;     // RAM state bytes by id
   size_t ram_bytes_ = 0;
   size_t restored_bytes_ = 0;  // by RestoreSerialized since the current Resume began
+  bool unwritten_ = false;     // a state may lack its disk copy (see WriteBehind)
   CacheStats stats_;
 };
 

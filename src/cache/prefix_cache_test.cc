@@ -332,6 +332,75 @@ TEST_F(PrefixCacheTest, NamespacesDoNotShare) {
   EXPECT_EQ(Turn(Cat(Cat(p, Range(500, 4)), Range(1, 5)), {}, {}, "model|salt-b"), 0);
 }
 
+// A whole state restored from RAM needs KV cells; an idle cached sequence holding them
+// moves to RAM first, rather than the restore failing and the prompt being recomputed.
+TEST_F(PrefixCacheTest, RoomIsMadeBeforeARestore) {
+  Make(true, 2);
+  store_->cells = 50;  // one conversation of 30 fits, two do not
+  const Tokens a = Range(100, 30), b = Range(500, 30);
+  Turn(a, {});
+  Turn(b, {});
+  ASSERT_TRUE(cache_->EvictIdleDevice());  // a (least recently used) moves to RAM
+  EXPECT_EQ(Turn(Cat(a, Range(50, 4)), {}), 30) << last_report_.stopped_because;
+  EXPECT_EQ(last_report_.tier, Tier::kRam);
+  EXPECT_FALSE(last_report_.no_room);
+  // b made room and kept its state: its follow-up resumes too.
+  EXPECT_EQ(Turn(Cat(b, Range(60, 4)), {}), 30) << last_report_.stopped_because;
+}
+
+// When only lent sequences hold the cells, the restore fails, says so, and keeps the
+// state for later.
+TEST_F(PrefixCacheTest, ARestoreWithoutRoomSaysSoAndKeepsTheState) {
+  Make(true, 2);
+  store_->cells = 50;
+  const Tokens a = Range(100, 30);
+  Turn(a, {});
+  ASSERT_TRUE(cache_->EvictIdleDevice());
+  auto busy = cache_->Acquire("m", Range(900, 40), 39);  // a request holding 40 cells
+  ASSERT_TRUE(busy.has_value());
+  store_->Extend(busy->seq, Range(900, 40));
+  const Tokens next = Cat(a, Range(50, 4));
+  auto lease = cache_->Acquire("m", next, static_cast<int32_t>(next.size()) - 1);
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_EQ(lease->report.n_reused, 0);
+  EXPECT_TRUE(lease->report.no_room);
+  EXPECT_NE(lease->report.stopped_because.find("no free KV cells"), std::string::npos) << lease->report.stopped_because;
+  cache_->Release(lease->seq);
+  cache_->Release(busy->seq);
+  EXPECT_EQ(Turn(next, {}), 30) << "the state that had no room was kept";
+}
+
+TEST_F(PrefixCacheTest, SummaryListsConversationsWithTheirStatesNewestFirst) {
+  Make(true, 2);
+  const Tokens system = Range(100, 10);
+  Turn(Cat(system, Range(200, 10)), Range(700, 3), {10});
+  Turn(Cat(system, Range(300, 12)), Range(800, 2), {10});
+  const CacheSummary all = cache_->Summarize(10);
+  ASSERT_EQ(all.n_conversations, 2u);
+  ASSERT_EQ(all.conversations.size(), 2u);
+  const auto& newest = all.conversations[0];
+  EXPECT_EQ(newest.n_tokens, 24);
+  EXPECT_EQ(newest.n_shared, 10);
+  ASSERT_EQ(newest.states.size(), 2u) << "the shared snapshot at 10 and its device sequence";
+  EXPECT_EQ(newest.states[0].position, 10);
+  EXPECT_EQ(newest.states[0].kind, StateKind::kPartial);
+  EXPECT_EQ(newest.states[1].position, 24);
+  EXPECT_EQ(newest.states[1].tier, Tier::kDevice);
+  EXPECT_EQ(all.conversations[1].n_tokens, 23);
+  EXPECT_EQ(newest.ns_id, all.conversations[1].ns_id);
+  const CacheSummary one = cache_->Summarize(1);
+  EXPECT_EQ(one.n_conversations, 2u);
+  ASSERT_EQ(one.conversations.size(), 1u);
+  EXPECT_EQ(one.conversations[0].n_tokens, 24);
+}
+
+TEST_F(PrefixCacheTest, AConversationsNamespaceIsFreedWithItsLastState) {
+  Make(true, 1, /*ram=*/1);  // nothing fits in RAM, no disk: evicted states are gone
+  for (int salt = 0; salt < 5; ++salt) Turn(Range(100, 10), {}, {}, "m|salt" + std::to_string(salt));
+  EXPECT_EQ(cache_->Summarize(10).n_conversations, 1u) << "only the device sequence is left";
+  EXPECT_EQ(cache_->CheckInvariants(), "") << "no empty root per salt stays behind";
+}
+
 class DiskCacheTest : public PrefixCacheTest {
  protected:
   void OpenDisk(size_t budget = 1u << 20) {
@@ -405,6 +474,65 @@ TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
   size_t in_quarantine = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_ + "/quarantine")) ++in_quarantine;
   EXPECT_EQ(in_quarantine, disk_->quarantined());
+}
+
+// States reach the disk only when the RAM tier evicts them, unless written behind: then a
+// restart resumes every conversation, however much RAM there was.
+TEST_F(DiskCacheTest, WrittenBehindStatesSurviveARestart) {
+  OpenDisk();
+  Make(true, 2, /*ram=*/1u << 20, disk_.get());
+  const Tokens a = Range(100, 30), ra = Range(500, 6), b = Cat(Range(100, 10), Range(900, 12)), rb = Range(700, 3);
+  Turn(a, ra, {10});
+  Turn(b, rb, {10});
+  disk_->Flush();
+  EXPECT_EQ(disk_->bytes(), 0u) << "everything fits in RAM and on the device";
+  EXPECT_TRUE(cache_->HasUnwritten());
+  EXPECT_EQ(cache_->WriteBehind([] { return true; }), 0) << "stops when told, before the first";
+  EXPECT_EQ(cache_->WriteBehind([] { return false; }), 3) << "two device sequences and the snapshot at 10";
+  EXPECT_FALSE(cache_->HasUnwritten());
+  EXPECT_EQ(cache_->WriteBehind([] { return false; }), 0) << "nothing is written twice";
+  EXPECT_EQ(cache_->CheckInvariants(), "");
+  OpenDisk();  // restart
+  Make(true, 2, 1u << 20, disk_.get());
+  EXPECT_EQ(Turn(Cat(Cat(a, ra), Range(40, 4)), {}), 36);
+  EXPECT_EQ(last_report_.tier, Tier::kDisk);
+  EXPECT_EQ(Turn(Cat(Cat(b, rb), Range(40, 4)), {}), 25);
+  EXPECT_EQ(last_report_.tier, Tier::kDisk);
+}
+
+// Flips the last byte of every state file in `dir` (their payload checksums now fail).
+void CorruptEveryStateFile(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".state") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5A));
+  }
+}
+
+// A failed disk read forgets its state, which prunes the leaf it hung on and merges the
+// stateless fork above it into the other branch. The resume's next candidate is that
+// fork: it must still be there to look at (under AddressSanitizer this was a
+// heap-use-after-free).
+TEST_F(DiskCacheTest, AFailedReadOnABranchingTreeFreesNoNodeTheResumeStillHolds) {
+  OpenDisk();
+  Make(true, 1, /*ram=*/1, disk_.get());
+  const Tokens shared = Range(100, 10);
+  const Tokens a = Cat(shared, Range(200, 10)), b = Cat(shared, Range(900, 15));
+  Turn(a, {});  // device sequence at 20
+  Turn(b, {});  // evicts a to disk (full state); b forks off at 10, a stateless node
+  disk_->Flush();
+  CorruptEveryStateFile(dir_);  // a's full state: the only file so far
+  // a's path again: candidates a (20) then the fork (10). Taking the one sequence moves b
+  // to disk too; a's read fails.
+  EXPECT_EQ(Turn(Cat(a, Range(50, 5)), {}), 0);
+  EXPECT_NE(last_report_.stopped_because.find("failed"), std::string::npos) << last_report_.stopped_because;
+  EXPECT_EQ(cache_->CheckInvariants(), "");
+  // b's state (written after the corruption) still serves.
+  EXPECT_EQ(Turn(Cat(b, Range(60, 3)), {}), 25);
 }
 
 }  // namespace

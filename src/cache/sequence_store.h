@@ -24,6 +24,8 @@ class SequenceStore {
   virtual Status Truncate(int32_t seq, int32_t length) = 0;
   // `partial`: recurrent / sliding-window part only.
   virtual StatusOr<std::vector<uint8_t>> Save(int32_t seq, bool partial) = 0;
+  // Errors: kResourceExhausted when a whole state (not `partial`) needs KV cells that
+  // other sequences hold; others when the bytes do not fit. `seq` is then empty.
   virtual Status Restore(int32_t seq, std::span<const uint8_t> bytes, bool partial) = 0;
   virtual int32_t Length(int32_t seq) const = 0;
 };
