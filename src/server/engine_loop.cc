@@ -72,7 +72,15 @@ void EngineLoop::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  thread_.join();
+  // The loop is gone; this thread owns the cache now. What the disk tier lacks goes
+  // there, so a start on the same --cache-dir resumes every conversation.
+  if (config_.prefix_cache && disk_) {
+    const int n = cache_->WriteBehind([] { return false; });
+    disk_->Flush();
+    if (n > 0) std::fprintf(stderr, "hearth: wrote %d cached states to %s\n", n, config_.cache_dir.c_str());
+  }
 }
 
 StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task) {
@@ -82,7 +90,10 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the server is shutting down");
     if (task.background) {
-      if (background_queue_.size() >= kMaxBackgroundQueued) background_queue_.pop_front();
+      if (background_queue_.size() >= kMaxBackgroundQueued) {
+        background_queue_.front().stream->PushDone({});  // dropped unrun: the oldest is the stalest
+        background_queue_.pop_front();
+      }
       background_queue_.push_back({std::move(task), stream});
     } else {
       if (static_cast<int>(queue_.size()) >= config_.max_queued) {
@@ -107,32 +118,57 @@ std::string EngineLoop::DescribeCache() const {
   return cache_summary_;
 }
 
-// The loop: one batch per iteration.
+// The loop: one batch per iteration. An exception from a step (a library's, or memory
+// running out) fails what is in flight, never the process: the loop keeps serving.
 void EngineLoop::Run() {
   while (WaitForWork()) {
-    // Cancelled requests end before admission (a client that cut a reply off and sent
-    // the next request at once resumes from what the cut one computed, which it holds
-    // until it ends), and again after (one cancelled while it waited computes nothing).
-    DropCancelled();
-    AdmitQueued();
-    DropCancelled();
-    BuildBatch();
-    if (batch_.empty()) {
-      // Idle: the next request should find a sequence free rather than wait while an
-      // idle one moves to RAM.
-      if (config_.prefix_cache && !ForegroundQueued()) cache_->SpareASequence();
-      continue;
+    try {
+      Step();
+    } catch (const std::exception& e) {
+      FailInFlight(Internal(std::string("the engine failed a step: ") + e.what()));
+    } catch (...) {
+      FailInFlight(Internal("the engine failed a step"));
     }
-    Status s = DecodeMakingRoom();
-    if (batch_.empty()) continue;
-    if (!s.ok()) {
-      for (auto& slot : slots_) {
-        if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr, "decode failed");
-        if (slot && slot->in_batch) FailSlot(*slot, s);
-      }
-      continue;
+  }
+}
+
+void EngineLoop::Step() {
+  // Cancelled requests end before admission (a client that cut a reply off and sent
+  // the next request at once resumes from what the cut one computed, which it holds
+  // until it ends), and again after (one cancelled while it waited computes nothing).
+  DropCancelled();
+  AdmitQueued();
+  DropCancelled();
+  BuildBatch();
+  if (batch_.empty()) {
+    // Idle: the next request should find a sequence free rather than wait while an
+    // idle one moves to RAM; with a disk tier, what a restart would lose is written
+    // behind (one state at a time, stopping for a request that comes).
+    if (config_.prefix_cache && !ForegroundQueued()) {
+      cache_->SpareASequence();
+      if (Clock::now() - last_busy_ >= kWriteBehindDelay) cache_->WriteBehind([this] { return ForegroundQueued(); });
     }
-    CommitStep();
+    return;
+  }
+  last_busy_ = Clock::now();
+  Status s = DecodeMakingRoom();
+  if (batch_.empty()) return;
+  if (!s.ok()) {
+    for (auto& slot : slots_) {
+      if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr, "decode failed");
+      if (slot && slot->in_batch) FailSlot(*slot, s);
+    }
+    return;
+  }
+  CommitStep();
+}
+
+// Ends every request in a slot with `error`; their sequences go back empty. Paused
+// requests (their states in the cache, not in the failed step) stay paused.
+void EngineLoop::FailInFlight(const Status& error) {
+  batch_.Clear();
+  for (auto& slot : slots_) {
+    if (slot) FailSlot(*slot, error);
   }
 }
 
@@ -169,7 +205,8 @@ bool EngineLoop::RequeueYoungestPrefill() {
   }
   if (youngest == nullptr) return false;
   EndShadow(*youngest, nullptr, "request requeued");
-  Queued q{std::move(youngest->task), youngest->stream};
+  Queued q{std::move(youngest->task), youngest->stream, youngest->resume};
+  q.first_resume->n_reused = youngest->n_cached;
   const engine::SeqId seq = youngest->seq;
   const auto done = static_cast<size_t>(ctx_->SeqLength(seq));
   cache_->Adopt(q.task.cache_namespace, seq, std::span(q.task.prompt).subspan(0, done));
@@ -179,6 +216,8 @@ bool EngineLoop::RequeueYoungestPrefill() {
   std::lock_guard<std::mutex> lock(mu_);
   queue_.push_front(std::move(q));
   stats_.slots_busy--;
+  stats_.requests_requeued++;
+  wait_for_room_ = true;
   stats_.queued = static_cast<int>(queue_.size());
   return true;
 }
@@ -228,12 +267,9 @@ void EngineLoop::ResumePaused() {
   decoded.insert(decoded.end(), slot->generated.begin(), slot->generated.end() - (slot->pending ? 1 : 0));
   const auto n = static_cast<int32_t>(decoded.size());
   constexpr auto kInternal = cache::PrefixCache::Lookup::kInternal;
+  // Restoring it may need the KV cells that idle cached sequences hold: Acquire frees
+  // them (nothing else runs now).
   auto lease = cache_->Acquire(slot->task.cache_namespace, decoded, n, kInternal);
-  // Restoring it may need the KV cells that idle cached sequences hold.
-  while (lease && lease->report.n_reused != n && cache_->EvictIdleDevice()) {
-    cache_->Release(lease->seq);
-    lease = cache_->Acquire(slot->task.cache_namespace, decoded, n, kInternal);
-  }
   if (!lease) {
     paused_.front() = std::move(slot);
     return;
@@ -259,12 +295,20 @@ bool EngineLoop::WaitForWork() {
     // The tree's summary walks every node: while busy, a few times a second is enough.
     const auto now = Clock::now();
     if (!busy || now - summary_refreshed_ > std::chrono::milliseconds(250)) {
-      cache_summary_ = cache_->DescribeJson();
+      cache_summary_ = FormatCacheSummary(cache_->Summarize(kMaxConversationsSummarized));
       summary_refreshed_ = now;
     }
-    if (!busy) cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || !background_queue_.empty(); });
+    auto has_work = [this] { return stopping_ || !queue_.empty() || !background_queue_.empty(); };
+    // Idle with states to write behind: wake up when the engine has been idle long enough.
+    if (!busy && config_.prefix_cache && cache_->HasUnwritten()) {
+      cv_.wait_until(lock, last_busy_ + kWriteBehindDelay, has_work);
+    } else if (!busy) {
+      cv_.wait(lock, has_work);
+    }
     if (!stopping_) return true;
     orphans.swap(queue_);
+    for (auto& q : background_queue_) orphans.push_back(std::move(q));
+    background_queue_.clear();
   }
   const Status down = Unavailable("the server is shutting down");
   for (auto& q : orphans) q.stream->PushError(down);
@@ -295,9 +339,23 @@ void EngineLoop::PreemptBackground(bool force) {
   }
 }
 
+bool EngineLoop::EndOneBackground() {
+  for (auto& slot : slots_) {
+    if (slot && slot->task.background) {
+      Finish(*slot, api::FinishReason::kCancelled);
+      return true;
+    }
+  }
+  return false;
+}
+
 void EngineLoop::AdmitQueued() {
   ResumePaused();
   if (!paused_.empty()) return;  // a paused request goes first when room returns
+  // A prefill put back for room waits until a request ends and frees cells: admitted at
+  // once, it would find the same cells taken and go back again, step after step.
+  if (wait_for_room_ && std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; })) return;
+  wait_for_room_ = false;
   PreemptBackground();
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]) continue;
@@ -314,11 +372,19 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   const auto& prompt = q.task.prompt;
   int32_t max_reuse = config_.prefix_cache ? static_cast<int32_t>(prompt.size()) - 1 : 0;
   if (q.task.max_resume >= 0) max_reuse = std::min(max_reuse, q.task.max_resume);
-  auto lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse);
+  constexpr auto kInternal = cache::PrefixCache::Lookup::kInternal;
+  auto lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse, kInternal);
   // Shadows are the first to give their sequence up.
   while (!lease && !q.task.background && DropOneShadow()) {
-    lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse);
+    lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse, kInternal);
   }
+  // A restore that found no free KV cells (idle cached sequences gave theirs already)
+  // gets them from shadows, then from background work (which keeps what it prefilled).
+  while (lease && lease->report.no_room && !q.task.background && (DropOneShadow() || EndOneBackground())) {
+    cache_->Release(lease->seq);
+    lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse, kInternal);
+  }
+  if (lease) cache_->CountRequestLookup(lease->report);
   if (!lease) {
     std::lock_guard<std::mutex> lock(mu_);
     (q.task.background ? background_queue_ : queue_).push_front(std::move(q));
@@ -329,6 +395,11 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   slot->resume = lease->report;
   slot->n_prompt_done = static_cast<size_t>(lease->report.n_reused);
   slot->n_cached = lease->report.n_reused;
+  if (q.first_resume) {  // what it prefilled itself before it was put back is not reuse
+    slot->resume = *q.first_resume;
+    slot->n_cached = std::min(slot->n_cached, q.first_resume->n_reused);
+    slot->resume.n_reused = slot->n_cached;
+  }
   slot->stream = std::move(q.stream);
   const bool chat = q.task.output_format.has_value();
   if (!q.task.background) {
@@ -370,7 +441,11 @@ void EngineLoop::DropWarmAheadCoveredBy(const GenerationTask& task) {
     if (slot && slot->task.background && covered(slot->task)) Finish(*slot, api::FinishReason::kCancelled);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  CountSkippedBackground(static_cast<int64_t>(std::erase_if(background_queue_, [&](const Queued& q) { return covered(q.task); })));
+  CountSkippedBackground(static_cast<int64_t>(std::erase_if(background_queue_, [&](const Queued& q) {
+    if (!covered(q.task)) return false;
+    q.stream->PushDone({});
+    return true;
+  })));
 }
 
 // When the prompt leaves the cache and rejoins an earlier prompt right after, the span
@@ -424,6 +499,7 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
     // Background work the cache already holds (a shadow continued the reply in place)
     // has nothing left to compute.
     if (background && config_.prefix_cache && cache_->Holds(q.task.cache_namespace, q.task.prompt)) {
+      q.stream->PushDone({});
       std::lock_guard<std::mutex> lock(mu_);
       CountSkippedBackground(1);
       continue;
@@ -624,6 +700,7 @@ void EngineLoop::CountSkippedBackground(int64_t n) {
 
 void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence) {
   if (slot.task.background) {
+    slot.stream->PushDone({});
     std::lock_guard<std::mutex> lock(mu_);
     stats_.background_tasks++;
     stats_.background_tokens += static_cast<int64_t>(slot.n_prompt_done) - slot.n_cached;
@@ -704,6 +781,7 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
 // decoded tokens, also when cancelled half way), or empty after a failure.
 void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
   const engine::SeqId seq = slot.seq;
+  wait_for_room_ = false;  // its cells, or the cache's hold on them, can be had now
   if (seq < 0) {
     // Paused: its sequence went to the cache already.
   } else if (keep_in_cache && config_.prefix_cache) {

@@ -11,7 +11,8 @@
 //
 // Invariants:
 //  1. Only the loop thread touches the Context, the slots and the samplers.
-//  2. Every submitted task ends with exactly one kDone or kError event on its stream.
+//  2. Every submitted task ends with exactly one kDone or kError event on its stream
+//     (a background task's kDone carries no output; one skipped or dropped unrun ends too).
 //  3. The wait queue never holds more than max_queued tasks; Submit refuses the rest.
 //  4. Background tasks (warm-ahead) start only while no request waits or runs and
 //     compute nothing while a request prefills; a request arriving preempts them before
@@ -65,6 +66,7 @@ struct EngineStats {
   int64_t requests_cancelled = 0;
   int64_t requests_failed = 0;
   int64_t requests_paused = 0;     // paused when requests running together outgrew the KV cells
+  int64_t requests_requeued = 0;   // prefills put back in the queue for KV room (progress kept)
   int64_t prompt_tokens = 0;
   int64_t prompt_tokens_cached = 0;
   int64_t prompt_tokens_prefilled = 0;
@@ -116,9 +118,14 @@ class EngineLoop {
   struct Queued {
     GenerationTask task;
     std::shared_ptr<RequestStream> stream;
+    // A prefill put back for KV room: what its first admission found in the cache. Its
+    // own progress, which it resumes from, is not reuse.
+    std::optional<cache::ResumeReport> first_resume;
   };
 
   void Run();
+  void Step();
+  void FailInFlight(const Status& error);
   bool WaitForWork();
   void AdmitQueued();
   std::optional<Queued> PopValidTask(bool background);
@@ -136,6 +143,7 @@ class EngineLoop {
   void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool cut_off = false);
   bool DropOneShadow();
   void PreemptBackground(bool force = false);
+  bool EndOneBackground();  // false when none runs
   void BuildBatch();
   Status DecodeMakingRoom();
   bool RequeueYoungestPrefill();
@@ -167,6 +175,8 @@ class EngineLoop {
   std::deque<std::unique_ptr<Slot>> paused_;  // oldest first; their sequences are in the cache
   engine::Batch batch_;
   std::chrono::steady_clock::time_point summary_refreshed_;  // when cache_summary_ was last built
+  std::chrono::steady_clock::time_point last_busy_;          // the last step that decoded
+  bool wait_for_room_ = false;  // a prefill went back to the queue for room; none has ended since
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
@@ -475,6 +476,73 @@ TEST_F(EngineLoopTest, RequestsThatFitAloneButNotTogetherBothFinish) {
   }
 }
 
+// Two cold prompts that cannot prefill together: the younger goes back to the queue with
+// its progress kept, and resumes from it. That progress is its own work, not reuse.
+TEST_F(EngineLoopTest, ARequeuedPrefillDoesNotReportItsOwnProgressAsCached) {
+  EngineLoop loop(*model_, Config(2));
+  GenerationTask a = Task(LongText("a", 170), 200);  // ~570 of 1024 cells each; a still runs
+  GenerationTask b = Task(LongText("b", 170), 4);      // when b needs room
+  ASSERT_GT(static_cast<int>(a.prompt.size() + b.prompt.size()), 1024);
+  auto sa = Submit(loop, a);
+  auto sb = Submit(loop, b);
+  ASSERT_TRUE(loop.Start().ok());
+  Outcome oa = Drain(*sa);
+  Outcome ob = Drain(*sb);
+  ASSERT_TRUE(oa.done && ob.done) << oa.error.ToString() << " / " << ob.error.ToString();
+  ASSERT_GE(loop.stats().requests_requeued, 1);
+  EXPECT_EQ(oa.completion.usage.cached_tokens, 0);
+  EXPECT_EQ(ob.completion.usage.cached_tokens, 0);
+  EXPECT_EQ(loop.stats().prompt_tokens_cached, 0);
+  ASSERT_TRUE(ob.completion.usage.cache.has_value());
+  EXPECT_EQ(ob.completion.usage.cache->prefilled_tokens, static_cast<int>(b.prompt.size()));
+}
+
+// An exception on the engine thread (here from the finished callback, which runs there)
+// fails the request in flight with an internal error; the loop keeps serving.
+TEST_F(EngineLoopTest, AnExceptionInAStepFailsTheRequestNotTheProcess) {
+  EngineLoop loop(*model_, Config(1));
+  int calls = 0;
+  loop.SetFinishedCallback([&](const GenerationTask&, const api::Completion&) {
+    if (calls++ == 0) throw std::runtime_error("injected");
+  });
+  ASSERT_TRUE(loop.Start().ok());
+  Outcome first = Drain(*Submit(loop, Task(kPrompts[0], 2)));
+  EXPECT_FALSE(first.done);
+  EXPECT_EQ(first.error.code(), StatusCode::kInternal);
+  EXPECT_NE(first.error.message().find("injected"), std::string::npos) << first.error.message();
+  EXPECT_EQ(first.n_terminal, 1);
+  GenerationTask next = Task(kPrompts[1], 2);
+  Outcome second = Drain(*Submit(loop, next));
+  ExpectSaneUsage(second, next);
+  for (int i = 0; i < 2000 && loop.stats().slots_busy != 0; ++i) std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(loop.stats().slots_busy, 0) << "the failed request's slot came free";
+}
+
+// A graceful stop writes what the disk tier lacks; a start on the same directory resumes
+// the conversation from there, though it never left the device before.
+TEST_F(EngineLoopTest, AStopAndStartOnTheSameCacheDirKeepsTheConversation) {
+  EngineConfig c = Config(1);
+  c.cache_dir = testing::MakeTempDir() + "/states";
+  GenerationTask t = Task(LongText("r", 30), 4);
+  t.snapshot_positions = {static_cast<int32_t>(t.prompt.size())};  // where the next one diverges
+  {
+    EngineLoop loop(*model_, c);
+    ASSERT_TRUE(loop.Start().ok());
+    ASSERT_TRUE(Drain(*Submit(loop, t)).done);
+    loop.Stop();
+  }
+  // The follow-up carries the whole first prompt, then something else.
+  GenerationTask next = t;
+  next.prompt.insert(next.prompt.end(), t.prompt.begin() + 1, t.prompt.begin() + 6);
+  EngineLoop loop(*model_, c);
+  ASSERT_TRUE(loop.Start().ok());
+  Outcome o = Drain(*Submit(loop, next));
+  ASSERT_TRUE(o.done) << o.error.ToString();
+  ASSERT_TRUE(o.completion.usage.cache.has_value());
+  EXPECT_EQ(o.completion.usage.cache->tier, "disk");
+  EXPECT_EQ(o.completion.usage.cached_tokens, static_cast<int>(t.prompt.size()));
+}
+
 // A paused request whose client gives up ends at once, not when room returns.
 TEST_F(EngineLoopTest, PausedRequestCancelledEndsAtOnce) {
   EngineLoop loop(*model_, Config(2));
@@ -536,7 +604,12 @@ TEST_F(EngineLoopTest, BackgroundWorkTheCacheHoldsIsSkipped) {
     bg.background = true;
     bg.prompt = std::move(prompt);
     bg.snapshot_positions = {static_cast<int32_t>(bg.prompt.size())};
-    ASSERT_NE(Submit(loop, std::move(bg)), nullptr);
+    auto stream = Submit(loop, std::move(bg));
+    ASSERT_NE(stream, nullptr);
+    // Background tasks end with one kDone like every task, skipped ones too.
+    Outcome o = Drain(*stream);
+    ASSERT_TRUE(o.done) << o.error.ToString();
+    EXPECT_TRUE(o.deltas.empty()) << "background work produces no output";
     for (int i = 0; i < 2000 && loop.stats().background_tasks == before; ++i) std::this_thread::sleep_for(milliseconds(5));
     ASSERT_EQ(loop.stats().background_tasks, before + 1) << "the background task did not end";
   };

@@ -23,6 +23,9 @@ std::string FormatPrometheus(const EngineStats& s) {
   Add(&out, "requests_failed_total", "counter", "Requests that ended with an error.", s.requests_failed);
   Add(&out, "requests_paused_total", "counter",
       "Requests paused because the ones running together outgrew the KV cache.", s.requests_paused);
+  Add(&out, "requests_requeued_total", "counter",
+      "Prefilling requests put back in the queue because the ones running together outgrew the KV cache.",
+      s.requests_requeued);
   Add(&out, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", s.prompt_tokens);
   Add(&out, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from the cache.", s.prompt_tokens_cached);
   Add(&out, "prompt_tokens_prefilled_total", "counter", "Prompt tokens computed at request time.",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <functional>
 
 namespace hearth::server {
@@ -329,20 +330,34 @@ void WarmAhead::Run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    if (job.mailbox) {
-      if (!job.mailbox->planner) {
-        job.mailbox->planner = std::make_shared<ShadowPlanner>(builder_, job.request, std::move(job.prompt));
-      }
-      auto target = job.mailbox->planner->Plan(job.reply);
-      if (target) {
-        target->message_ends = builder_.MessageEnds(target->tokens);
-        job.mailbox->Publish(std::move(*target));
-      } else {
-        job.mailbox->Skip();
-      }
-    } else if (auto task = PlanWarmAhead(builder_, *job.request, job.reply)) {
-      (void)engine_.Submit(std::move(*task));
+    // A job that throws (a template error on odd history, memory) is skipped; the
+    // thread goes on with the next.
+    try {
+      RunJob(job);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hearth: warm-ahead job failed: %s\n", e.what());
+      if (job.mailbox) job.mailbox->Skip();
+    } catch (...) {
+      std::fprintf(stderr, "hearth: warm-ahead job failed\n");
+      if (job.mailbox) job.mailbox->Skip();
     }
+  }
+}
+
+void WarmAhead::RunJob(Job& job) {
+  if (job.mailbox) {
+    if (!job.mailbox->planner) {
+      job.mailbox->planner = std::make_shared<ShadowPlanner>(builder_, job.request, std::move(job.prompt));
+    }
+    auto target = job.mailbox->planner->Plan(job.reply);
+    if (target) {
+      target->message_ends = builder_.MessageEnds(target->tokens);
+      job.mailbox->Publish(std::move(*target));
+    } else {
+      job.mailbox->Skip();
+    }
+  } else if (auto task = PlanWarmAhead(builder_, *job.request, job.reply)) {
+    (void)engine_.Submit(std::move(*task));
   }
 }
 

@@ -95,6 +95,7 @@ class WarmAhead {
   };
   void Push(Job job);
   void Run();
+  void RunJob(Job& job);
 
   const RequestBuilder& builder_;
   EngineLoop& engine_;
