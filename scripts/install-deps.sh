@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hearth builds against, when any is missing.
 set -euo pipefail
-pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev
+pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev libre2-dev
       gnuplot-nox)  # gnuplot: `hearth bench` plots
 missing=()
 for p in "${pkgs[@]}"; do

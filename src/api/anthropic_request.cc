@@ -286,7 +286,7 @@ ParseResult<GenerationRequest> ParseBody(const Json& body, bool require_max_toke
   if (!max_tokens && require_max_tokens) return FieldError("max_tokens", "is required");
   if (max_tokens) req.max_tokens = SaturateToInt(*max_tokens);
 
-  if (auto e = ReadStrings(body, "stop_sequences", &req.stop)) return *e;
+  if (auto e = ReadStopStrings(body, "stop_sequences", &req.stop)) return *e;
   std::optional<bool> stream;
   if (auto e = ReadBool(body, "stream", &stream)) return *e;
   req.stream = stream.value_or(false);

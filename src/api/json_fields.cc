@@ -181,20 +181,28 @@ MaybeError ReadFloat(const Json& obj, std::string_view key, NumberRange range,
   return std::nullopt;
 }
 
-MaybeError ReadStrings(const Json& obj, std::string_view key, std::vector<std::string>* out,
-                       std::string_view parent) {
+MaybeError ReadStopStrings(const Json& obj, std::string_view key, std::vector<std::string>* out,
+                           std::string_view parent) {
   const Json* v = FindField(obj, key);
   if (v == nullptr) return std::nullopt;
   const std::string path = FieldPath(parent, key);
+  const std::string too_long = "must be at most " + std::to_string(kMaxStopStringBytes) + " bytes long";
   if (v->is_string()) {
-    if (!v->get_ref<const std::string&>().empty()) out->push_back(v->get<std::string>());
+    const auto& s = v->get_ref<const std::string&>();
+    if (s.size() > kMaxStopStringBytes) return FieldError(path, too_long);
+    if (!s.empty()) out->push_back(s);
     return std::nullopt;
   }
   if (!v->is_array()) return FieldError(path, "must be a string or an array of strings");
+  if (v->size() > kMaxStopStrings) {
+    return FieldError(path, "must hold at most " + std::to_string(kMaxStopStrings) + " strings");
+  }
   for (size_t i = 0; i < v->size(); ++i) {
     const Json& s = (*v)[i];
     if (!s.is_string()) return FieldError(IndexPath(path, i), "must be a string");
-    if (!s.get_ref<const std::string&>().empty()) out->push_back(s.get<std::string>());
+    const auto& text = s.get_ref<const std::string&>();
+    if (text.size() > kMaxStopStringBytes) return FieldError(IndexPath(path, i), too_long);
+    if (!text.empty()) out->push_back(text);
   }
   return std::nullopt;
 }

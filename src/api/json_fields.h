@@ -97,10 +97,14 @@ struct NumberRange {
 MaybeError ReadFloat(const Json& obj, std::string_view key, NumberRange range,
                      std::optional<float>* out, std::string_view parent = "");
 
-// A string or an array of strings, appended to *out; empty strings are dropped (an empty
-// stop sequence would end every generation at once).
-MaybeError ReadStrings(const Json& obj, std::string_view key, std::vector<std::string>* out,
-                       std::string_view parent = "");
+// Stop sequences: a string or an array of at most kMaxStopStrings strings of at most
+// kMaxStopStringBytes bytes each, appended to *out; empty strings are dropped (an empty
+// stop sequence would end every generation at once). The bounds keep the per-token stop
+// scan small: OpenAI allows 4, the limits here leave room for any real client.
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopStringBytes = 1024;
+MaybeError ReadStopStrings(const Json& obj, std::string_view key, std::vector<std::string>* out,
+                           std::string_view parent = "");
 
 // Text content: a string, or an array of {type:"text", text} parts joined with "\n".
 // Media parts give TextOnlyError; other part types a FieldError. `path` names `content`.

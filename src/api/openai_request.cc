@@ -48,7 +48,7 @@ MaybeError ReadCommon(const Json& body, GenerationRequest* req) {
   if (auto e = ReadInt(body, "max_completion_tokens", 1, kInt64Max, &max_tokens)) return e;
   if (max_tokens) req->max_tokens = SaturateToInt(*max_tokens);
 
-  if (auto e = ReadStrings(body, "stop", &req->stop)) return e;
+  if (auto e = ReadStopStrings(body, "stop", &req->stop)) return e;
 
   std::optional<bool> stream;
   if (auto e = ReadBool(body, "stream", &stream)) return e;

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "api/json_fields.h"
 #include "api/openai.h"
 
 namespace hearth::api::openai {
@@ -144,6 +145,17 @@ TEST(OpenAIRequestTest, SamplingFieldsAndAliases) {
   EXPECT_EQ(huge.max_tokens, std::numeric_limits<int>::max()) << "2^40 saturates";
 }
 
+// Stop lists up to the documented bounds are accepted whole (the 400s are in the error cases).
+TEST(OpenAIRequestTest, StopListsUpToTheLimitsAreAccepted) {
+  std::string stops;
+  for (size_t i = 0; i < kMaxStopStrings; ++i) {
+    stops += (i ? ",\"" : "\"") + std::string(kMaxStopStringBytes - 1, 'x') + static_cast<char>('a' + i) + "\"";
+  }
+  GenerationRequest req = ParseOk(R"({"messages":[{"role":"user","content":"hi"}],"stop":[)" + stops + "]}");
+  ASSERT_EQ(req.stop.size(), kMaxStopStrings);
+  EXPECT_EQ(req.stop.back().size(), kMaxStopStringBytes);
+}
+
 TEST(OpenAIRequestTest, ThinkingControls) {
   auto thinking = [](std::string_view extra) {
     std::string body = R"({"messages":[{"role":"user","content":"hi"}])";
@@ -264,6 +276,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{"{" USER R"(,"max_tokens":0})", "max_tokens", "integer >= 1"},
         BadRequest{"{" USER R"(,"max_completion_tokens":1.5})", "max_completion_tokens",
                    "integer >= 1"},
+        BadRequest{"{" USER R"(,"stop":["1","2","3","4","5","6","7","8","9","10","11","12","13",
+                   "14","15","16","17"]})", "stop", "stop must hold at most 16 strings"},
+        BadRequest{"{" USER R"(,"stop":")" + std::string(1025, 'x') + "\"}", "stop",
+                   "stop must be at most 1024 bytes long"},
         BadRequest{"{" USER R"(,"n":2})", "n", "n must be 1"},
         BadRequest{"{" USER R"(,"logprobs":true})", "logprobs", "not supported"},
         BadRequest{"{" USER R"(,"response_format":{"type":"json_schema","json_schema":{}}})",

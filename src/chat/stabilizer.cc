@@ -1,5 +1,7 @@
 #include "chat/stabilizer.h"
 
+#include <re2/re2.h>
+
 namespace hearth::chat {
 namespace {
 
@@ -33,11 +35,14 @@ StatusOr<Stabilizer> Stabilizer::Parse(const std::vector<std::string>& specs, St
                                "' (presets: uuid, ulid, timestamp, claude-billing; or re:REGEX)");
       }
     }
-    try {
-      s.rules_.push_back({spec, std::regex(pattern, std::regex::ECMAScript | std::regex::optimize)});
-    } catch (const std::regex_error& e) {
-      return InvalidArgument("--stabilize '" + spec + "' is not a valid regular expression: " + e.what());
+    RE2::Options options;
+    options.set_log_errors(false);
+    auto re = std::make_shared<const RE2>(pattern, options);
+    if (!re->ok()) {
+      return InvalidArgument("--stabilize '" + spec + "' is not a regular expression RE2 accepts (" + re->error() +
+                             "; backreferences and lookaround are not supported)");
     }
+    s.rules_.push_back({spec, std::move(re)});
   }
   return s;
 }
@@ -50,13 +55,24 @@ int Stabilizer::Apply(std::vector<api::Message>& messages) const {
     for (const auto& rule : rules_) {
       std::string& text = messages[i].content;
       std::string kept;
-      auto begin = std::sregex_iterator(text.begin(), text.end(), rule.pattern);
+      const re2::StringPiece whole(text);
+      re2::StringPiece match;
       size_t last = 0;
-      for (auto it = begin; it != std::sregex_iterator(); ++it) {
-        if (it->length() == 0) continue;
-        kept.append(text, last, static_cast<size_t>(it->position()) - last);
-        moved += it->str() + "\n";
-        last = static_cast<size_t>(it->position() + it->length());
+      size_t from = 0;
+      // Each search starts where the last match ended, with the whole text as context
+      // (for \b and ^).
+      while (from <= text.size() &&
+             rule.pattern->Match(whole, from, text.size(), RE2::UNANCHORED, &match, 1)) {
+        const size_t at = static_cast<size_t>(match.data() - whole.data());
+        if (match.empty()) {
+          from = at + 1;
+          continue;
+        }
+        kept.append(text, last, at - last);
+        moved.append(match.data(), match.size());
+        moved += "\n";
+        last = at + match.size();
+        from = last;
         ++n;
       }
       if (last == 0) continue;

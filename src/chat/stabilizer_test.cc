@@ -48,5 +48,44 @@ TEST(StabilizerTest, CustomRegexAndErrors) {
   EXPECT_EQ(Stabilizer().Apply(a), 0);
 }
 
+// A header line megabytes long: std::regex's recursive matcher ran out of stack on it and
+// took the whole server down; a linear-time matcher handles it like any other line.
+TEST(StabilizerTest, MegabyteLongBillingLineIsMatchedWithoutCrashing) {
+  auto s = Stabilizer::Parse({"claude-billing"}, StabilizeMode::kDrop);
+  ASSERT_TRUE(s.ok());
+  std::string fields;
+  while (fields.size() < 4'000'000) fields += " k=v;";
+  auto a = Conversation("x-anthropic-billing-header:" + fields + "You are Claude Code.");
+  EXPECT_EQ(s->Apply(a), 1);
+  EXPECT_EQ(a[0].content, "You are Claude Code.");
+  // Never closed by ';': no match, and the text is left as it was.
+  const std::string open = "x-anthropic-billing-header:" + std::string(4'000'000, 'a');
+  auto b = Conversation(open);
+  EXPECT_EQ(s->Apply(b), 0);
+  EXPECT_EQ(b[0].content, open);
+}
+
+// Patterns the linear-time engine cannot run (backreferences, lookaround) are refused at
+// start-up with a message naming the pattern, rather than failing on some later request.
+TEST(StabilizerTest, PatternsWithoutALinearTimeMatcherAreRefusedAtStartUp) {
+  for (const std::string spec : {"re:(a)\\1", "re:foo(?=bar)", "re:(?<!x)y"}) {
+    auto s = Stabilizer::Parse({spec}, StabilizeMode::kDrop);
+    ASSERT_FALSE(s.ok()) << spec;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(spec), std::string::npos) << s.status().message();
+  }
+}
+
+// Presets keep their meaning: word boundaries for ULIDs, several matches in one message.
+TEST(StabilizerTest, PresetsMatchWhatTheyMatchedBefore) {
+  auto s = Stabilizer::Parse({"ulid", "uuid"}, StabilizeMode::kDrop);
+  ASSERT_TRUE(s.ok());
+  auto a = Conversation(
+      "a 01ARZ3NDEKTSV4RRFFQ69G5FAV b X01ARZ3NDEKTSV4RRFFQ69G5FAV c "
+      "3f2b8c1e-9d4a-4e7b-8c2f-1a2b3c4d5e6f,0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d.");
+  EXPECT_EQ(s->Apply(a), 3);
+  EXPECT_EQ(a[0].content, "a  b X01ARZ3NDEKTSV4RRFFQ69G5FAV c ,.");
+}
+
 }  // namespace
 }  // namespace hearth::chat

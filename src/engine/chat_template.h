@@ -6,6 +6,7 @@
 // thread at once. The Model must outlive it.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
@@ -80,28 +81,47 @@ struct ParsedDelta {
   std::string tool_call_arguments;
 };
 
+// How OutputParser decides when to run llama.cpp's parser, which always reads the whole
+// reply. kIncremental parses only when new text could change more than the end of the
+// open content or reasoning run (output_parser.cc says how); kParseEveryPush parses at
+// every Push, the reference the incremental mode must match delta for delta (tests and
+// measurements only).
+enum class ParseMode { kIncremental, kParseEveryPush };
+
 // OutputParser: incremental parse of generated text with the template's format.
 // Output that does not parse in that format is never an error: the parser falls back to
 // returning the raw text as content (fell_back() then reports it), because a client is
 // better served by the text than by a failed request.
 //
+// Invariants:
+//   1. The deltas Push returns, in order, are those kParseEveryPush returns for the same
+//      pushes; concatenated, they add up to output().
+//   2. With is_final, output() is the parse of the whole text (or the fallback).
+//
 // Thread safety: one owner.
 class OutputParser {
  public:
-  explicit OutputParser(const OutputFormat& format);
+  explicit OutputParser(const OutputFormat& format, ParseMode mode = ParseMode::kIncremental);
   ~OutputParser();
 
   // Appends `text` and returns what changed. `is_final`: no more text will come (partial
-  // constructs are then closed or given up).
+  // constructs are then closed or given up). Plain text inside content or reasoning costs
+  // O(text); any other push parses the whole reply so far.
   std::vector<ParsedDelta> Push(const std::string& text, bool is_final);
   const ParsedOutput& output() const { return output_; }
   bool fell_back() const { return fell_back_; }
+  // How many times llama.cpp's parser ran, for tests and measurements.
+  int64_t n_parses() const { return n_parses_; }
 
  private:
   struct Impl;
+  bool ExtendsOpenRun(const std::string& text) const;
+  void FindOpenRun();
+
   std::unique_ptr<Impl> impl_;
   ParsedOutput output_;
   bool fell_back_ = false;
+  int64_t n_parses_ = 0;
 };
 
 class ChatTemplate {

@@ -2,6 +2,9 @@
 //
 // Text arrives in pieces; a piece may end with the beginning of a stop string, so that
 // tail is held back until the next piece shows whether the stop string completes.
+// Each Feed looks at that tail (shorter than the longest stop string) plus the new piece,
+// never at the text already released, so its cost is about n_stops x (longest stop +
+// piece); the API bounds n_stops and their length (docs/api.md, Limits).
 //
 // Thread safety: one owner.
 #pragma once
