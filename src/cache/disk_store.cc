@@ -92,7 +92,8 @@ void DiskStore::WriterLoop() {
 
 Status DiskStore::WriteFile(const std::string& path, const std::vector<uint8_t>& file) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // Private: the header holds the conversation's tokens, which detokenize to its text.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
   const bool ok = WriteAll(fd, file.data(), file.size()) && ::fsync(fd) == 0;
   ::close(fd);

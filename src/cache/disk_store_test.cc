@@ -1,6 +1,7 @@
 #include "cache/disk_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,24 @@ TEST(DiskStoreTest, QueuedWritesReadBackAndRemovedOnesLeaveNoFile) {
   }
 }
 
+
+// A state file's header holds its conversation's tokens: only the server's user reads it.
+TEST(DiskStoreTest, StateFilesArePrivate) {
+  const std::string dir = testing::MakeTempDir() + "/store";
+  auto store = DiskStore::Open(dir, 1u << 20, "m");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Write("m", std::vector<Token>{1, 2}, StateKind::kFull, std::vector<uint8_t>(10, 1)).ok());
+  (*store)->Flush();
+  int n_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    struct stat st = {};
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << e.path();
+    ++n_files;
+  }
+  EXPECT_EQ(n_files, 1);
+}
 
 // Keys are 64-bit hashes, so a file may hold another state than the one asked for. Here
 // every key is forced to collide: a Read for any other namespace, token path or kind than
