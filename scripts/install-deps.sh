@@ -2,6 +2,7 @@
 # Installs the Debian packages hearth builds against, when any is missing.
 set -euo pipefail
 pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev libre2-dev
+      libssl-dev    # libcrypto: HMAC-SHA256 for API-key cache namespaces
       gnuplot-nox)  # gnuplot: `hearth bench` plots
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,6 +1,7 @@
 // `hearth serve`: load a model and serve the OpenAI and Anthropic APIs.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "app/commands.h"
 #include "engine/chat_template.h"
 #include "engine/model.h"
+#include "server/api_keys.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 
@@ -19,6 +21,8 @@ struct ServeFlags {
   std::string model_path;
   std::string chat_template_file;
   server::HttpConfig http;
+  std::vector<std::string> api_keys;  // --api-key
+  std::string api_key_file;
   server::EngineConfig engine;
   std::vector<std::string> stabilize;
   bool stabilize_drop = false;
@@ -37,6 +41,20 @@ void OnSignal(int) {
 int Fail(const Status& s) {
   std::fprintf(stderr, "hearth serve: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// The API keys from --api-key, --api-key-file and HEARTH_API_KEY, each with its cache
+// namespace (under the secret kept in the cache directory, see api_keys.h).
+Status SetUpApiKeys(ServeFlags& f) {
+  const char* env = std::getenv("HEARTH_API_KEY");
+  auto keys = server::CollectApiKeys(f.api_keys, f.api_key_file,
+                                     env ? std::optional<std::string_view>(env) : std::nullopt);
+  if (!keys.ok()) return keys.status();
+  if (keys->empty()) return Status::Ok();
+  auto secret = server::LoadNamespaceSecret(f.engine.prefix_cache ? f.engine.cache_dir : "");
+  if (!secret.ok()) return secret.status();
+  f.http.api_keys = server::MakeApiKeys(*keys, *secret);
+  return Status::Ok();
 }
 
 int RunServe(ServeFlags f) {
@@ -91,8 +109,11 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("-m,--model", f->model_path, "GGUF model file")->required();
   cmd->add_option("--host", f->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", f->http.port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--api-key", f->http.api_keys,
-                  "require a key (Bearer or x-api-key); repeat for several clients, each with its own cache namespace");
+  cmd->add_option("--api-key", f->api_keys,
+                  "require a key (Bearer or x-api-key); repeat for several clients, each with its own cache namespace "
+                  "(visible to local users in ps: prefer --api-key-file or HEARTH_API_KEY)");
+  cmd->add_option("--api-key-file", f->api_key_file,
+                  "file of API keys, one per line ('#' comments); must not be readable by group or others");
   cmd->add_flag("--cors", f->http.cors, "allow cross-origin browser requests");
   cmd->add_option("--alias", f->http.model_alias, "model id reported to clients (default: file name)");
   cmd->add_option("--chat-template-file", f->chat_template_file, "Jinja template to use instead of the model's");
@@ -130,6 +151,10 @@ void RegisterServe(CLI::App& app) {
       throw CLI::RuntimeError(2);
     }
     f->http.stabilizer = std::move(*stabilizer);
+    if (Status s = SetUpApiKeys(*f); !s.ok()) {
+      std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
+      throw CLI::RuntimeError(2);
+    }
     if (Status s = f->engine.context.Validate(); !s.ok()) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);

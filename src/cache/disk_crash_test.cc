@@ -39,7 +39,7 @@ TEST(DiskCrashTest, KillDuringWritesThenRestart) {
     auto store = DiskStore::Open(dir, 64u << 20, "ns");
     ASSERT_TRUE(store.ok());
     for (const auto& e : (*store)->Scan()) {
-      auto bytes = (*store)->Read(e.key);
+      auto bytes = (*store)->Read(e.key, e.ns, e.tokens, e.kind);
       ASSERT_TRUE(bytes.ok()) << "a file offered after the crash must read back: " << bytes.status().ToString();
       ASSERT_FALSE(bytes->empty());
       const uint8_t fill = (*bytes)[0];

@@ -9,130 +9,41 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
+
+#include "cache/state_file.h"
 
 namespace hearth::cache {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kMagic[8] = {'H', 'E', 'A', 'R', 'T', 'H', 'S', '1'};
-constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kSuffix = ".state";
 constexpr size_t kMaxPendingBytes = 64u << 20;  // queued for the writer before Write waits (counts against resident memory)
 
-// Serialized header fields, in order.
-struct Header {
-  uint32_t version = kFormatVersion;
-  uint32_t kind = 0;
-  std::string ns;
-  std::vector<Token> tokens;
-  uint64_t payload_len = 0;
-  uint64_t payload_hash = 0;
-};
-
-template <typename T>
-void Put(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-std::string EncodeHeader(const Header& h) {
-  std::string out(kMagic, sizeof(kMagic));
-  Put(&out, h.version);
-  Put(&out, h.kind);
-  Put(&out, static_cast<uint32_t>(h.ns.size()));
-  out += h.ns;
-  Put(&out, static_cast<uint32_t>(h.tokens.size()));
-  out.append(reinterpret_cast<const char*>(h.tokens.data()), h.tokens.size() * sizeof(Token));
-  Put(&out, h.payload_len);
-  Put(&out, h.payload_hash);
-  Put(&out, static_cast<uint64_t>(XXH3_64bits(out.data(), out.size())));
-  return out;
-}
-
-// Reads and checks the header; on success `*header_size` is where the payload starts.
-bool DecodeHeader(std::ifstream& in, Header* h, size_t* header_size, std::string* why) {
-  std::string raw(sizeof(kMagic), '\0');
-  auto get = [&](void* dst, size_t n) {
-    std::string tmp(n, '\0');
-    if (!in.read(tmp.data(), static_cast<std::streamsize>(n))) return false;
-    std::memcpy(dst, tmp.data(), n);
-    raw += tmp;
-    return true;
-  };
-  if (!in.read(raw.data(), sizeof(kMagic)) || std::memcmp(raw.data(), kMagic, sizeof(kMagic)) != 0) {
-    *why = "not a hearth state file";
-    return false;
-  }
-  uint32_t ns_len = 0, n_tokens = 0;
-  if (!get(&h->version, 4) || !get(&h->kind, 4) || !get(&ns_len, 4) || ns_len > (1u << 16)) {
-    *why = "truncated header";
-    return false;
-  }
-  if (h->version != kFormatVersion) {
-    *why = "format version " + std::to_string(h->version);
-    return false;
-  }
-  h->ns.resize(ns_len);
-  if (!get(h->ns.data(), ns_len) || !get(&n_tokens, 4) || n_tokens > (1u << 24)) {
-    *why = "truncated header";
-    return false;
-  }
-  h->tokens.resize(n_tokens);
-  uint64_t stored_hash = 0;
-  if (!get(h->tokens.data(), n_tokens * sizeof(Token)) || !get(&h->payload_len, 8) || !get(&h->payload_hash, 8)) {
-    *why = "truncated header";
-    return false;
-  }
-  const uint64_t computed = XXH3_64bits(raw.data(), raw.size());
-  if (!in.read(reinterpret_cast<char*>(&stored_hash), 8) || stored_hash != computed) {
-    *why = "header checksum mismatch";
-    return false;
-  }
-  if (h->kind > static_cast<uint32_t>(StateKind::kPartial)) {
-    *why = "unknown state kind";
-    return false;
-  }
-  *header_size = raw.size() + 8;
-  return true;
-}
-
-uint64_t KeyOf(const std::string& ns, std::span<const Token> tokens, StateKind kind) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, ns.data(), ns.size());
-  const auto k = static_cast<uint32_t>(kind);
-  XXH3_64bits_update(st, &k, sizeof(k));
-  XXH3_64bits_update(st, tokens.data(), tokens.size() * sizeof(Token));
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return h;
-}
-
-bool WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
+bool SameState(const std::string& ns, std::span<const Token> tokens, StateKind kind, const std::string& want_ns,
+               std::span<const Token> want_tokens, StateKind want_kind) {
+  return kind == want_kind && ns == want_ns && std::equal(tokens.begin(), tokens.end(), want_tokens.begin(), want_tokens.end());
 }
 
 }  // namespace
 
 StatusOr<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, size_t budget_bytes,
-                                                     const std::string& ns_prefix) {
+                                                     const std::string& ns_prefix, Options options) {
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "quarantine", ec);
   if (ec) return Unavailable("cannot create cache directory " + dir + ": " + ec.message());
-  auto store = std::unique_ptr<DiskStore>(new DiskStore(dir, budget_bytes, ns_prefix));
+  auto store = std::unique_ptr<DiskStore>(new DiskStore(dir, budget_bytes, ns_prefix, options));
   store->Load();
   return store;
 }
 
-DiskStore::DiskStore(std::string dir, size_t budget, std::string ns_prefix)
-    : dir_(std::move(dir)), budget_(budget), ns_prefix_(std::move(ns_prefix)), writer_([this] { WriterLoop(); }) {}
+DiskStore::DiskStore(std::string dir, size_t budget, std::string ns_prefix, Options options)
+    : dir_(std::move(dir)),
+      budget_(budget),
+      ns_prefix_(std::move(ns_prefix)),
+      options_(options),
+      writer_([this] { WriterLoop(); }) {}
 
 DiskStore::~DiskStore() {
   {
@@ -181,7 +92,8 @@ void DiskStore::WriterLoop() {
 
 Status DiskStore::WriteFile(const std::string& path, const std::vector<uint8_t>& file) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // Private: the header holds the conversation's tokens, which detokenize to its text.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
   const bool ok = WriteAll(fd, file.data(), file.size()) && ::fsync(fd) == 0;
   ::close(fd);
@@ -196,6 +108,11 @@ Status DiskStore::WriteFile(const std::string& path, const std::vector<uint8_t>&
   return Status::Ok();
 }
 
+uint64_t DiskStore::KeyOf(const std::string& ns, std::span<const Token> tokens, StateKind kind) const {
+  const uint64_t key = StateKey(ns, tokens, kind);
+  return options_.key_bits >= 64 ? key : key & ((uint64_t{1} << options_.key_bits) - 1);
+}
+
 std::string DiskStore::PathOf(uint64_t key) const {
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key));
@@ -206,9 +123,39 @@ void DiskStore::Quarantine(const std::string& path, const std::string& why) {
   std::error_code ec;
   const fs::path to = fs::path(dir_) / "quarantine" / fs::path(path).filename();
   fs::rename(path, to, ec);
-  if (ec) fs::remove(path, ec);
+  if (ec) {
+    fs::remove(path, ec);
+  } else {
+    fs::last_write_time(to, fs::file_time_type::clock::now(), ec);  // its age in quarantine, for pruning
+  }
   ++quarantined_;
   std::fprintf(stderr, "hearth: cache file %s quarantined: %s\n", path.c_str(), why.c_str());
+  PruneQuarantine();
+}
+
+void DiskStore::PruneQuarantine() {
+  struct Bad {
+    fs::file_time_type moved;
+    std::string name;
+    size_t bytes = 0;
+  };
+  std::error_code ec;
+  const fs::path qdir = fs::path(dir_) / "quarantine";
+  std::vector<Bad> bad;
+  for (const auto& de : fs::directory_iterator(qdir, ec)) {
+    std::error_code fec;
+    if (!de.is_regular_file(fec)) continue;
+    const auto size = de.file_size(fec);
+    bad.push_back({de.last_write_time(fec), de.path().filename().string(), fec ? 0 : static_cast<size_t>(size)});
+  }
+  // Newest first: keep a prefix within both bounds, and always the newest.
+  std::sort(bad.begin(), bad.end(), [](const Bad& a, const Bad& b) { return std::tie(b.moved, b.name) < std::tie(a.moved, a.name); });
+  size_t kept_bytes = 0;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    kept_bytes += bad[i].bytes;
+    if (i == 0 || (i < options_.quarantine_files && kept_bytes <= options_.quarantine_bytes)) continue;
+    fs::remove(qdir / bad[i].name, ec);
+  }
 }
 
 void DiskStore::Load() {
@@ -224,10 +171,10 @@ void DiskStore::Load() {
     }
     if (!name.ends_with(kSuffix)) continue;
     std::ifstream in(path, std::ios::binary);
-    Header h;
+    StateHeader h;
     size_t header_size = 0;
     std::string why;
-    if (!DecodeHeader(in, &h, &header_size, &why)) {
+    if (!DecodeStateHeader(in, &h, &header_size, &why)) {
       Quarantine(path, why);
       continue;
     }
@@ -243,7 +190,7 @@ void DiskStore::Load() {
     Entry e;
     e.ns = h.ns;
     e.tokens = std::move(h.tokens);
-    e.kind = static_cast<StateKind>(h.kind);
+    e.kind = h.kind;
     e.bytes = size;
     e.key = KeyOf(e.ns, e.tokens, e.kind);
     if (PathOf(e.key) != path) {
@@ -252,6 +199,7 @@ void DiskStore::Load() {
     }
     found.emplace_back(de.last_write_time(), std::move(e));
   }
+  PruneQuarantine();  // also what an earlier run left there
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [t, e] : found) {
     files_.push_back({e.key, {e.bytes, ++clock_}});
@@ -263,13 +211,13 @@ void DiskStore::Load() {
 StatusOr<uint64_t> DiskStore::Write(const std::string& ns, std::span<const Token> tokens, StateKind kind,
                                     std::span<const uint8_t> bytes) {
   evicted_.clear();
-  Header h;
-  h.kind = static_cast<uint32_t>(kind);
+  StateHeader h;
+  h.kind = kind;
   h.ns = ns;
   h.tokens.assign(tokens.begin(), tokens.end());
   h.payload_len = bytes.size();
   h.payload_hash = XXH3_64bits(bytes.data(), bytes.size());
-  const std::string header = EncodeHeader(h);
+  const std::string header = EncodeStateHeader(h);
   const size_t total = header.size() + bytes.size();
   if (total > budget_) return ResourceExhausted("state of " + std::to_string(total) + " bytes exceeds --cache-disk");
   const uint64_t key = KeyOf(ns, tokens, kind);
@@ -282,6 +230,9 @@ StatusOr<uint64_t> DiskStore::Write(const std::string& ns, std::span<const Token
   }
   auto w = std::make_shared<PendingWrite>();
   w->key = key;
+  w->ns = ns;
+  w->tokens = std::move(h.tokens);
+  w->kind = kind;
   w->file.reserve(total);
   w->file.assign(header.begin(), header.end());
   w->payload_offset = header.size();
@@ -300,28 +251,39 @@ StatusOr<uint64_t> DiskStore::Write(const std::string& ns, std::span<const Token
   return key;
 }
 
-StatusOr<std::vector<uint8_t>> DiskStore::Read(uint64_t key) {
+StatusOr<std::vector<uint8_t>> DiskStore::Read(uint64_t key, const std::string& ns, std::span<const Token> tokens,
+                                                StateKind kind) {
+  const std::string path = PathOf(key);
+  auto refuse = [&](const std::string& holder_ns, size_t holder_tokens) {
+    ++mismatched_;
+    std::fprintf(stderr, "hearth: cache file %s holds another state (namespace %s, %zu tokens), not the one asked for "
+                 "(%zu tokens): their keys collide; not used\n",
+                 path.c_str(), holder_ns == ns ? "the same" : "another", holder_tokens, tokens.size());
+    return NotFound("cache file " + path + " holds another state");
+  };
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = pending_.find(key); it != pending_.end()) {  // not on disk yet
-      const auto& file = it->second->file;
-      return std::vector<uint8_t>(file.begin() + static_cast<std::ptrdiff_t>(it->second->payload_offset), file.end());
+      const PendingWrite& w = *it->second;
+      if (!SameState(w.ns, w.tokens, w.kind, ns, tokens, kind)) return refuse(w.ns, w.tokens.size());
+      return std::vector<uint8_t>(w.file.begin() + static_cast<std::ptrdiff_t>(w.payload_offset), w.file.end());
     }
   }
-  const std::string path = PathOf(key);
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     Remove(key);  // a write that failed: forget it
     return NotFound("no cache file " + path);
   }
-  Header h;
+  StateHeader h;
   size_t header_size = 0;
   std::string why;
-  if (!DecodeHeader(in, &h, &header_size, &why)) {
+  if (!DecodeStateHeader(in, &h, &header_size, &why)) {
     Quarantine(path, why);
     Remove(key);
     return DataLoss("cache file " + path + ": " + why);
   }
+  // The file is sound but may be another state's: it stays, for the state it belongs to.
+  if (!SameState(h.ns, h.tokens, h.kind, ns, tokens, kind)) return refuse(h.ns, h.tokens.size());
   std::vector<uint8_t> out(h.payload_len);
   if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size())) ||
       XXH3_64bits(out.data(), out.size()) != h.payload_hash) {

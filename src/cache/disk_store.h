@@ -3,8 +3,14 @@
 //
 // Durability: a file is written to a temporary name, flushed, and renamed into place, so
 // a crash at any moment never leaves a partial file under a state's name. Every file
-// carries a format version, a header checksum and a payload checksum; a partial, corrupt
-// or foreign file (another model's namespace) is moved to <dir>/quarantine/ and never used.
+// carries a format version, a header checksum and a payload checksum (state_file.h); a
+// partial, corrupt or foreign file (another model's namespace) is moved to
+// <dir>/quarantine/ and never used. The quarantine is bounded (Options): the oldest
+// quarantined files are deleted first, the newest is always kept for a person to examine.
+//
+// A state's key (its file name) is a 64-bit hash of namespace, kind and tokens, so two
+// states can share one; Read checks the file against the state asked for and never serves
+// another state, least of all another namespace's (another API key's conversations).
 //
 // Writes are asynchronous: Write accounts for the file and queues it for a writer thread
 // (the engine must not wait for the disk: a 26 MB state took 120 ms to write and flush
@@ -18,6 +24,9 @@
 // Invariants:
 //  1. bytes() <= the budget after every Write (oldest files are removed first, and
 //     reported so the caller can forget them).
+//  2. Read returns only bytes written for exactly the namespace, tokens and kind asked for.
+//  3. quarantine/ holds at most Options::quarantine_files files, and more than
+//     Options::quarantine_bytes bytes only when its newest file alone is that large.
 #pragma once
 
 #include <condition_variable>
@@ -38,10 +47,19 @@ namespace hearth::cache {
 
 class DiskStore {
  public:
+  struct Options {
+    size_t quarantine_files = 16;          // bad files kept in quarantine/ for a person to examine
+    size_t quarantine_bytes = 256u << 20;  // and their bytes, beyond which the oldest go
+    int key_bits = 64;                     // tests: fewer bits make keys collide
+  };
   // Opens (creating) `dir`. Files whose namespace does not start with `ns_prefix` are
   // foreign and quarantined. Errors: kUnavailable when the directory cannot be created.
   static StatusOr<std::unique_ptr<DiskStore>> Open(const std::string& dir, size_t budget_bytes,
-                                                   const std::string& ns_prefix);
+                                                   const std::string& ns_prefix, Options options);
+  static StatusOr<std::unique_ptr<DiskStore>> Open(const std::string& dir, size_t budget_bytes,
+                                                   const std::string& ns_prefix) {
+    return Open(dir, budget_bytes, ns_prefix, Options{});
+  }
   ~DiskStore();  // finishes the queued writes
 
   struct Entry {
@@ -65,34 +83,48 @@ class DiskStore {
   // Waits until every queued write is on disk.
   void Flush();
 
-  // Reads and verifies a state's bytes. Errors: kDataLoss (the file is quarantined),
-  // kNotFound.
-  StatusOr<std::vector<uint8_t>> Read(uint64_t key);
+  // Reads and verifies the bytes of the state Write returned `key` for (or Scan listed it
+  // under): `ns`, `tokens` and `kind` are that state's, and the file's header (or the
+  // queued copy) must match all three. Errors: kNotFound when there is no such file, or
+  // when it holds another state (two states' keys collided: logged, counted in
+  // mismatched(), the file left to the state it belongs to); kDataLoss when the file is
+  // corrupt (it is quarantined). Either way nothing is returned and the key is forgotten
+  // here when its file is gone or bad.
+  StatusOr<std::vector<uint8_t>> Read(uint64_t key, const std::string& ns, std::span<const Token> tokens,
+                                      StateKind kind);
   void Remove(uint64_t key);
 
   size_t bytes() const { return bytes_; }
   size_t budget() const { return budget_; }
-  size_t quarantined() const { return quarantined_; }
+  size_t quarantined() const { return quarantined_; }  // files moved to quarantine/ since Open
+  size_t mismatched() const { return mismatched_; }    // Reads refused: the file held another state
   const std::string& dir() const { return dir_; }
 
  private:
   struct PendingWrite {
     uint64_t key = 0;
+    std::string ns;              // what the file holds, for Read to check
+    std::vector<Token> tokens;
+    StateKind kind = StateKind::kPartial;
     std::vector<uint8_t> file;   // header + payload
     size_t payload_offset = 0;
     bool removed = false;        // guarded by mu_: removed before or while being written
   };
 
-  DiskStore(std::string dir, size_t budget, std::string ns_prefix);
+  DiskStore(std::string dir, size_t budget, std::string ns_prefix, Options options);
   void Load();
   void WriterLoop();
   Status WriteFile(const std::string& path, const std::vector<uint8_t>& file);
   void Quarantine(const std::string& path, const std::string& why);
+  // Deletes the oldest quarantined files until invariant 3 holds.
+  void PruneQuarantine();
+  uint64_t KeyOf(const std::string& ns, std::span<const Token> tokens, StateKind kind) const;
   std::string PathOf(uint64_t key) const;
 
   std::string dir_;
   size_t budget_;
   std::string ns_prefix_;
+  Options options_;
   std::vector<Entry> found_;
   std::vector<uint64_t> evicted_;
   struct FileInfo {
@@ -103,6 +135,7 @@ class DiskStore {
   int64_t clock_ = 0;
   size_t bytes_ = 0;
   size_t quarantined_ = 0;
+  size_t mismatched_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

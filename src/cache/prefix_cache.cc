@@ -329,16 +329,18 @@ std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* nod
 }
 
 // Restores a serialized state (RAM or disk) into `seq`. A disk file that fails its
-// checks is quarantined by the store and its state forgotten here.
+// checks (corrupt: quarantined by the store; or holding another state, whose key
+// collided with this one's) is never restored, and its state is forgotten here.
 Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
-  State* s = tree_.FindState(id);
+  PrefixTree::Node* node = nullptr;
+  State* s = tree_.FindState(id, &node);
   if (s == nullptr) return Internal("state vanished");
   s->last_used = tree_.Tick();
   if (s->tier != Tier::kDisk) {
     restored_bytes_ += Bytes(*s).size();
     return store_.Restore(seq, Bytes(*s), partial);
   }
-  auto loaded = disk_->Read(s->disk_key);
+  auto loaded = disk_->Read(s->disk_key, tree_.NamespaceOf(node), tree_.PathTokens(node), s->kind);
   if (!loaded.ok()) {
     if (loaded.status().code() == StatusCode::kDataLoss) stats_.snapshots_quarantined++;
     tree_.RemoveState(id);

@@ -403,10 +403,10 @@ TEST_F(PrefixCacheTest, AConversationsNamespaceIsFreedWithItsLastState) {
 
 class DiskCacheTest : public PrefixCacheTest {
  protected:
-  void OpenDisk(size_t budget = 1u << 20) {
+  void OpenDisk(size_t budget = 1u << 20, DiskStore::Options options = {}) {
     cache_.reset();
     disk_.reset();  // a clean shutdown finishes the queued writes
-    auto d = DiskStore::Open(dir_, budget, "m");
+    auto d = DiskStore::Open(dir_, budget, "m", options);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     disk_ = std::move(*d);
   }
@@ -427,6 +427,23 @@ TEST_F(DiskCacheTest, StatesSurviveARestartThroughTheDiskTier) {
   Make(true, 1, 1, disk_.get());
   EXPECT_EQ(Turn(Cat(Cat(p1, r1), Range(600, 5)), {}), 36);
   EXPECT_EQ(last_report_.tier, Tier::kDisk);
+}
+
+// Two tenants' conversations whose disk keys collide (forced: every key is 0): the file
+// under the key holds the other tenant's state, and a resume must not restore it. Turn
+// checks that the sequence holds exactly the prompt's prefix.
+TEST_F(DiskCacheTest, AStateWhoseDiskKeyCollidesIsNeverRestoredForAnotherConversation) {
+  DiskStore::Options options;
+  options.key_bits = 0;
+  OpenDisk(1u << 20, options);
+  Make(true, 1, /*ram=*/1, disk_.get());  // everything goes to disk
+  const Tokens pa = Range(100, 30), ra = Range(500, 6);
+  Turn(pa, ra, {10, 20}, "m|tenant-a");
+  Turn(Range(3000, 30), Range(600, 6), {10, 20}, "m|tenant-b");  // evicts tenant a's sequence
+  // Resuming tenant a evicts tenant b's sequence to disk, over tenant a's file.
+  EXPECT_EQ(Turn(Cat(Cat(pa, ra), Range(700, 5)), {}, {}, "m|tenant-a"), 0);
+  EXPECT_GT(disk_->mismatched(), 0u);
+  EXPECT_EQ(disk_->quarantined(), 0u);
 }
 
 TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {

@@ -89,24 +89,24 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
 
 HttpServer::~HttpServer() { Stop(); }
 
-// Which configured key the request carries (x-api-key, else Authorization: Bearer), or -1.
-// Every key is compared, in constant time.
-int HttpServer::KeyIndex(const httplib::Request& req) const {
+// x-api-key, else Authorization: Bearer. Every key is compared, in constant time.
+const ApiKey* HttpServer::FindKey(const httplib::Request& req) const {
   std::string key = req.get_header_value("x-api-key");
   const std::string auth = req.get_header_value("Authorization");
   if (key.empty() && auth.starts_with("Bearer ")) key = auth.substr(7);
-  int found = -1;
-  for (size_t i = 0; i < config_.api_keys.size(); ++i) {
-    if (ConstantTimeEquals(key, config_.api_keys[i])) found = static_cast<int>(i);
+  const ApiKey* found = nullptr;
+  for (const ApiKey& k : config_.api_keys) {
+    if (ConstantTimeEquals(key, k.key)) found = &k;
   }
   return found;
 }
 
-// With API keys, each key's requests live in a cache namespace of their own (keyed by the
-// key's position in the configuration, never by its text).
+// With API keys, each key's requests live in its own cache namespace (a keyed hash of the
+// key, see api_keys.h: never its text, nor its place among the keys).
 void HttpServer::IsolateByKey(const httplib::Request& req, api::GenerationRequest& request) const {
   if (config_.api_keys.empty()) return;
-  request.cache_salt = "key" + std::to_string(KeyIndex(req)) + "|" + request.cache_salt;
+  const ApiKey* key = FindKey(req);  // never null: the pre-routing handler refused those
+  request.cache_salt = (key ? key->cache_namespace : std::string("no-key")) + "|" + request.cache_salt;
 }
 
 Status HttpServer::Bind() {
@@ -148,7 +148,7 @@ void HttpServer::RegisterRoutes() {
       }
     }
     if (config_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (KeyIndex(req) >= 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (FindKey(req) != nullptr) return httplib::Server::HandlerResponse::Unhandled;
     ReplyError(req, res, {401, "authentication_error", "invalid or missing API key", ""});
     return httplib::Server::HandlerResponse::Handled;
   });

@@ -10,8 +10,10 @@
 //  1. Every handler answers in the shape of the API it serves (OpenAI or Anthropic),
 //     also for errors; no exception escapes a handler (a wrapper turns it into a 500).
 //  2. A client that goes away cancels its request within one engine step.
-//  3. Without --api-key every route is open; with it every route but /health needs
+//  3. Without API keys every route is open; with them every route but /health needs
 //     "Authorization: Bearer KEY" or "x-api-key: KEY", compared in constant time.
+//  4. A key's requests live in that key's cache namespace (ApiKey::cache_namespace, see
+//     api_keys.h), whatever other keys are configured.
 #pragma once
 
 #include <memory>
@@ -22,6 +24,7 @@
 #include "chat/stabilizer.h"
 #include "engine/chat_template.h"
 #include "engine/model.h"
+#include "server/api_keys.h"
 #include "server/engine_loop.h"
 #include "server/request_builder.h"
 #include "server/warm_ahead.h"
@@ -36,9 +39,9 @@ namespace hearth::server {
 struct HttpConfig {
   std::string host = "127.0.0.1";
   int port = 8080;               // 0: pick a free port (see HttpServer::port)
-  // Accepted keys; none: no authentication. Each key's requests have a cache namespace of
-  // their own: one client's conversations never resume from another's states.
-  std::vector<std::string> api_keys;
+  // Accepted keys (MakeApiKeys); none: no authentication. Each key's requests have its
+  // cache namespace: one client's conversations never resume from another's states.
+  std::vector<ApiKey> api_keys;
   bool cors = false;             // answer browsers' cross-origin requests
   size_t max_body_bytes = 32u << 20;
   std::string model_alias;       // the model id reported by /v1/models
@@ -63,7 +66,8 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
-  int KeyIndex(const httplib::Request& req) const;
+  // The configured key the request carries, or nullptr.
+  const ApiKey* FindKey(const httplib::Request& req) const;
   void IsolateByKey(const httplib::Request& req, api::GenerationRequest& request) const;
   void RegisterRoutes();
 
