@@ -244,8 +244,9 @@ Json CacheReportJson(const CacheReport& r) {
   if (!r.stopped_because.empty()) j["stopped_because"] = r.stopped_because;
   if (r.volatile_span) {
     j["volatile_span"] = {{"message", r.volatile_message},
-                          {"text", r.volatile_text},
-                          {"previous_text", r.volatile_previous_text}};
+                          {"start", r.volatile_start},
+                          {"end", r.volatile_end},
+                          {"text", r.volatile_text}};
   }
   return j;
 }

@@ -41,6 +41,7 @@ int Fail(const Status& s) {
 
 int RunServe(ServeFlags f) {
   engine::InitBackend(f.verbose);
+  f.engine.verbose = f.verbose;
   auto model = engine::Model::Load(f.model_path, {});
   if (!model.ok()) return Fail(model.status());
   std::string override_template;
@@ -107,7 +108,8 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-queue", f->engine.max_queued, "requests that may wait for a slot before 503")
       ->capture_default_str();
   cmd->add_option("--max-body", f->http.max_body_bytes, "largest request body in bytes")->capture_default_str();
-  cmd->add_flag("-v,--verbose", f->verbose, "log llama.cpp's messages");
+  cmd->add_flag("-v,--verbose", f->verbose,
+                "log llama.cpp's messages, why shadows were dropped, and the earlier text a volatile span replaced");
   cmd->add_option("--stabilize", f->stabilize,
                   "move per-request spans out of the cacheable prefix: uuid, ulid, timestamp, claude-billing, re:REGEX")
       ->delimiter(',');

@@ -393,12 +393,16 @@ void EngineLoop::ExplainDivergence(Slot& slot) {
   auto text = [&](const std::vector<engine::Token>& t, int32_t a, int32_t b) {
     return SanitizeUtf8(model_.Detokenize(std::span(t).subspan(static_cast<size_t>(a), static_cast<size_t>(b - a)), true));
   };
+  r.volatile_start = span->start;
+  r.volatile_end = span->end_new;
   r.volatile_text = text(prompt, span->start, span->end_new);
-  r.volatile_previous_text = text(earlier, span->start, span->end_earlier);
+  // The earlier prompt may be another client's: its text goes to the operator's log, and
+  // only with --verbose, never into the response.
+  const std::string was = config_.verbose ? " (was \"" + text(earlier, span->start, span->end_earlier) + "\")" : "";
   std::fprintf(stderr,
-               "hearth: volatile span in message %d at token %d: \"%s\" (was \"%s\"); the prompt rejoins the cache "
+               "hearth: volatile span in message %d at tokens [%d, %d): \"%s\"%s; the prompt rejoins the cache "
                "right after it: move it to the end of the conversation or start with --stabilize\n",
-               r.volatile_message, span->start, r.volatile_text.c_str(), r.volatile_previous_text.c_str());
+               r.volatile_message, span->start, span->end_new, r.volatile_text.c_str(), was.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   stats_.volatile_spans++;
 }
