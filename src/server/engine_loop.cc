@@ -337,6 +337,9 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   if (!slot->task.background) {
     ExplainDivergence(*slot);
     DropWarmAheadCoveredBy(slot->task);
+    // What the prompt reuses is known now, before the prefill: a stream reports it at
+    // its start (Anthropic's message_start), as the end of the request will.
+    slot->stream->PushAdmitted(UsageSoFar(*slot));
   }
   while (slot->next_snapshot < slot->task.snapshot_positions.size() &&
          slot->task.snapshot_positions[slot->next_snapshot] <= static_cast<int32_t>(slot->n_prompt_done)) {
@@ -651,17 +654,8 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     c.finish_reason = reason;
     if (reason == api::FinishReason::kStop && !c.tool_calls.empty()) c.finish_reason = api::FinishReason::kToolCalls;
     c.stop_sequence = std::move(stop_sequence);
-    c.usage.prompt_tokens = static_cast<int>(slot.task.prompt.size());
-    c.usage.completion_tokens = static_cast<int>(slot.generated.size());
-    c.usage.cached_tokens = slot.n_cached;
-    api::CacheReport report = slot.report;
-    report.reused_tokens = slot.n_cached;
-    report.prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
-    if (slot.n_cached > 0) report.tier = cache::TierName(slot.resume.tier);
-    report.restore_ms = slot.resume.restore_ms;
-    report.restored_bytes = slot.resume.restored_bytes;
-    report.stopped_because = slot.resume.stopped_because;
-    c.usage.cache = std::move(report);
+    c.usage = UsageSoFar(slot);
+    c.usage.cache->prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.requests_finished++;
@@ -686,6 +680,24 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     slot.stream->PushDone(std::move(c));
   }
   Release(slot, /*keep_in_cache=*/true);
+}
+
+// The slot's usage and cache report; at admission prefilled_tokens is what is left to
+// prefill, at the end what was.
+api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
+  api::Usage u;
+  u.prompt_tokens = static_cast<int>(slot.task.prompt.size());
+  u.completion_tokens = static_cast<int>(slot.generated.size());
+  u.cached_tokens = slot.n_cached;
+  api::CacheReport report = slot.report;
+  report.reused_tokens = slot.n_cached;
+  report.prefilled_tokens = u.prompt_tokens - slot.n_cached;
+  if (slot.n_cached > 0) report.tier = cache::TierName(slot.resume.tier);
+  report.restore_ms = slot.resume.restore_ms;
+  report.restored_bytes = slot.resume.restored_bytes;
+  report.stopped_because = slot.resume.stopped_because;
+  u.cache = std::move(report);
+  return u;
 }
 
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {

@@ -1,10 +1,12 @@
-// Authentication and per-key cache isolation through HTTP, on the tiny hybrid model.
+// The HTTP layer on the tiny hybrid model: authentication and per-key cache isolation,
+// and stream usage.
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "server/test_server.h"
 
@@ -53,6 +55,75 @@ TEST_F(HttpServerKeysTest, EachKeyHasItsOwnCacheNamespace) {
   EXPECT_GT(Ask("key-beta").second, 0);
   EXPECT_EQ(Ask("key-gamma").first, 401);
   EXPECT_EQ(Ask("key-alph").first, 401);
+}
+
+// A server with the defaults a test can afford: no keys, no warm-ahead.
+class HttpServerTest : public ::testing::Test {
+ protected:
+  static HttpConfig Config() {
+    HttpConfig hc;
+    hc.warm_ahead = false;
+    return hc;
+  }
+  bool Start(HttpConfig hc) {
+    EngineConfig ec;
+    ec.context.n_ctx = 4096;
+    ec.context.n_threads = 1;
+    ec.context.n_seq_max = 4;
+    ec.n_parallel = 2;
+    server_ = std::make_unique<TestServer>(ec, hc);
+    return server_->ok();
+  }
+  std::unique_ptr<TestServer> server_;
+};
+
+// The events of an SSE body, by name, in order.
+std::vector<std::pair<std::string, json>> SseEvents(const std::string& body) {
+  std::vector<std::pair<std::string, json>> events;
+  std::string name;
+  size_t at = 0;
+  while (at < body.size()) {
+    size_t end = body.find('\n', at);
+    if (end == std::string::npos) end = body.size();
+    const std::string line = body.substr(at, end - at);
+    at = end + 1;
+    if (line.starts_with("event: ")) name = line.substr(7);
+    if (line.starts_with("data: ")) events.emplace_back(name, json::parse(line.substr(6)));
+  }
+  return events;
+}
+
+// Anthropic streams report the cache in message_start, as the real API does: a client
+// reading usage there (Claude Code) sees the reuse, not the whole prompt as input.
+TEST_F(HttpServerTest, AnthropicStreamReportsTheCacheInMessageStart) {
+  ASSERT_TRUE(Start(Config()));
+  json body = {{"model", "m"},
+               {"max_tokens", 3},
+               {"stream", true},
+               {"temperature", 0},
+               {"system", "You are terse. " + std::string(300, 's')},
+               {"messages", {{{"role", "user"}, {"content", "Name a colour."}}}}};
+  int read_at_start[2] = {-1, -1};
+  for (int turn = 0; turn < 2; ++turn) {
+    SCOPED_TRACE(turn);
+    auto res = server_->client().Post("/v1/messages", body.dump(), "application/json");
+    ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+    const auto events = SseEvents(res->body);
+    ASSERT_GE(events.size(), 3u) << res->body;
+    ASSERT_EQ(events.front().first, "message_start") << res->body;
+    const json& start = events.front().second["message"]["usage"];
+    const json* end = nullptr;
+    for (const auto& [name, data] : events) {
+      if (name == "message_delta") end = &data["usage"];
+    }
+    ASSERT_NE(end, nullptr) << res->body;
+    EXPECT_EQ(start["cache_read_input_tokens"], (*end)["cache_read_input_tokens"]) << res->body;
+    EXPECT_EQ(start["input_tokens"], (*end)["input_tokens"]) << res->body;
+    EXPECT_EQ(start["output_tokens"], 0);
+    read_at_start[turn] = start["cache_read_input_tokens"];
+  }
+  EXPECT_EQ(read_at_start[0], 0);
+  EXPECT_GT(read_at_start[1], 100) << "the second turn's message_start reports its reuse";
 }
 
 }  // namespace
