@@ -1,5 +1,5 @@
 // The HTTP layer on the tiny hybrid model: authentication and per-key cache isolation,
-// and stream usage.
+// stream usage and bad request bodies.
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
@@ -124,6 +124,46 @@ TEST_F(HttpServerTest, AnthropicStreamReportsTheCacheInMessageStart) {
   }
   EXPECT_EQ(read_at_start[0], 0);
   EXPECT_GT(read_at_start[1], 100) << "the second turn's message_start reports its reuse";
+}
+
+// A wrongly typed field is a 400 in the route's API shape, naming the field, on every
+// route that reads a body; the server goes on serving.
+TEST_F(HttpServerTest, WronglyTypedFieldsAreBadRequests) {
+  ASSERT_TRUE(Start(Config()));
+  const std::string user = R"([{"role": "user", "content": "hi"}])";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/tokenize", R"({"content": 5})"},
+      {"/tokenize", R"({"content": "x", "add_special": "yes"})"},
+      {"/tokenize", R"({"content": "x", "parse_special": [true]})"},
+      {"/detokenize", R"({"tokens": "x"})"},
+      {"/detokenize", R"({"tokens": [1, "2"]})"},
+      {"/detokenize", R"({"tokens": [4294967296]})"},
+      {"/apply-template", R"({"messages": "x"})"},
+      {"/apply-template", R"({"messages": )" + user + R"(, "add_generation_prompt": "no"})"},
+      {"/v1/chat/completions", R"({"messages": )" + user + R"(, "max_tokens": "2"})"},
+      {"/v1/completions", R"({"prompt": 5})"},
+      {"/v1/messages", R"({"max_tokens": 2, "messages": "x"})"},
+      {"/v1/messages/count_tokens", R"({"messages": )" + user + R"(, "system": 5})"},
+  };
+  for (const auto& [path, body] : cases) {
+    SCOPED_TRACE(path + " " + body);
+    auto res = server_->client().Post(path, body, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+    const json err = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(err.is_object()) << res->body;
+    if (path.starts_with("/v1/messages")) {
+      EXPECT_EQ(err["type"], "error") << res->body;
+      EXPECT_EQ(err["error"]["type"], "invalid_request_error") << res->body;
+    } else {
+      EXPECT_EQ(err["error"]["type"], "invalid_request_error") << res->body;
+      EXPECT_FALSE(err["error"]["param"].is_null()) << res->body;
+    }
+  }
+  auto ok = server_->client().Post("/tokenize", R"({"content": "hi", "add_special": false})", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_FALSE(json::parse(ok->body)["tokens"].empty());
 }
 
 }  // namespace
