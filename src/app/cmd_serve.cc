@@ -135,7 +135,9 @@ void RegisterServe(CLI::App& app) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);
     }
-    f->http.n_http_threads = std::max(16, 2 * (f->engine.n_parallel + f->engine.max_queued));
+    // Every generation running or waiting in the engine's queue holds a worker; 16 more
+    // for the short routes and connections still sending their request.
+    f->http.n_http_threads = f->engine.n_parallel + f->engine.max_queued + 16;
     if (int rc = RunServe(*f); rc != 0) throw CLI::RuntimeError(rc);
   });
 }

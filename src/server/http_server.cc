@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -120,11 +121,17 @@ void HttpServer::Stop() {
 
 void HttpServer::RegisterRoutes() {
   httplib::Server& s = *http_;
-  const int threads = config_.n_http_threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // A few threads always, more on demand up to the bound (they exit when idle); past the
+  // bound, a bounded queue, then httplib closes new connections at once.
+  const auto max_threads = static_cast<size_t>(std::max(1, config_.n_http_threads));
+  const auto max_pending = static_cast<size_t>(std::max(1, config_.max_pending_connections));
+  s.new_task_queue = [max_threads, max_pending] {
+    return new httplib::ThreadPool(std::min<size_t>(8, max_threads), max_threads, max_pending);
+  };
   s.set_payload_max_length(config_.max_body_bytes);
-  s.set_read_timeout(600, 0);
-  s.set_write_timeout(600, 0);
+  s.set_read_timeout(config_.read_timeout_s, 0);
+  s.set_keep_alive_timeout(std::min(5, config_.read_timeout_s));
+  s.set_write_timeout(config_.write_timeout_s, 0);
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (config_.cors) {

@@ -1,11 +1,19 @@
 // The HTTP layer on the tiny hybrid model: authentication and per-key cache isolation,
-// stream usage and bad request bodies.
+// stream usage, bad request bodies, and slow clients (loopback only).
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "server/test_server.h"
@@ -164,6 +172,86 @@ TEST_F(HttpServerTest, WronglyTypedFieldsAreBadRequests) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
   EXPECT_FALSE(json::parse(ok->body)["tokens"].empty());
+}
+
+// A loopback connection that sends `bytes` and then nothing, held open until destroyed.
+class SlowConnection {
+ public:
+  SlowConnection(int port, const std::string& bytes) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (connected_ && !bytes.empty()) connected_ = ::send(fd_, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size());
+  }
+  ~SlowConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SlowConnection(const SlowConnection&) = delete;
+  SlowConnection& operator=(const SlowConnection&) = delete;
+  bool connected() const { return connected_; }
+  // True when the server closed the connection within `seconds` (nothing to read, EOF
+  // or a reset); false when it is still open then.
+  bool ClosedByServerWithin(int seconds) const {
+    timeval tv{seconds, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c;
+    const ssize_t n = ::recv(fd_, &c, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// Slow clients cannot starve the others: more connections than the pool has workers,
+// some silent, some trickling a request's first bytes, and a normal request is still
+// served within a few read timeouts.
+TEST_F(HttpServerTest, SlowConnectionsDoNotStarveOthers) {
+  HttpConfig hc = Config();
+  hc.n_http_threads = 2;
+  hc.max_pending_connections = 16;
+  hc.read_timeout_s = 1;
+  ASSERT_TRUE(Start(hc));
+  std::vector<std::unique_ptr<SlowConnection>> slow;
+  for (int i = 0; i < 6; ++i) {
+    slow.push_back(std::make_unique<SlowConnection>(server_->port(), i % 3 == 0 ? "" : "POST /tokenize HTTP/1.1\r\nHo"));
+    ASSERT_TRUE(slow.back()->connected());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all accepted before the normal one
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_read_timeout(20, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = c.Get("/health");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(res) << "no answer within 20 s behind " << slow.size() << " slow connections";
+  EXPECT_EQ(res->status, 200);
+  // Three rounds of two workers, each dropping its slow client after 1 s.
+  // Three rounds of two workers, each holding a slow client for at most two read timeouts
+  // (its request's, then httplib's keep-alive wait after answering it 400): about 6 s.
+  EXPECT_LT(waited, 10.0);
+}
+
+// Beyond the pool and its queue of pending connections, a new connection is closed at
+// once rather than left waiting.
+TEST_F(HttpServerTest, ConnectionsBeyondThePendingBoundAreClosed) {
+  HttpConfig hc = Config();
+  hc.n_http_threads = 1;
+  hc.max_pending_connections = 1;
+  hc.read_timeout_s = 30;  // the held ones stay held for the whole test
+  ASSERT_TRUE(Start(hc));
+  const std::string partial = "POST /tokenize HTTP/1.1\r\nHo";
+  SlowConnection held(server_->port(), partial);  // the one worker
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  SlowConnection pending(server_->port(), partial);  // the one place in the queue
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  SlowConnection refused(server_->port(), partial);
+  ASSERT_TRUE(held.connected() && pending.connected());
+  EXPECT_TRUE(refused.ClosedByServerWithin(3));
+  EXPECT_FALSE(pending.ClosedByServerWithin(1));
 }
 
 }  // namespace
