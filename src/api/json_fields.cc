@@ -139,7 +139,14 @@ MaybeError ReadInt(const Json& obj, std::string_view key, int64_t min, int64_t m
                    std::optional<int64_t>* out, std::string_view parent) {
   const Json* v = FindField(obj, key);
   if (v == nullptr) return std::nullopt;
-  std::optional<int64_t> n = AsInt64(*v);
+  int64_t n = 0;
+  if (auto e = ReadIntValue(*v, FieldPath(parent, key), min, max, &n)) return e;
+  *out = n;
+  return std::nullopt;
+}
+
+MaybeError ReadIntValue(const Json& v, const std::string& path, int64_t min, int64_t max, int64_t* out) {
+  std::optional<int64_t> n = AsInt64(v);
   if (!n || *n < min || *n > max) {
     std::string what = "must be an integer ";
     if (max == std::numeric_limits<int64_t>::max()) {
@@ -147,7 +154,7 @@ MaybeError ReadInt(const Json& obj, std::string_view key, int64_t min, int64_t m
     } else {
       what += "from " + std::to_string(min) + " to " + std::to_string(max);
     }
-    return FieldError(FieldPath(parent, key), what);
+    return FieldError(path, what);
   }
   *out = *n;
   return std::nullopt;
@@ -252,8 +259,9 @@ Json CacheReportJson(const CacheReport& r) {
   if (!r.stopped_because.empty()) j["stopped_because"] = r.stopped_because;
   if (r.volatile_span) {
     j["volatile_span"] = {{"message", r.volatile_message},
-                          {"text", r.volatile_text},
-                          {"previous_text", r.volatile_previous_text}};
+                          {"start", r.volatile_start},
+                          {"end", r.volatile_end},
+                          {"text", r.volatile_text}};
   }
   return j;
 }

@@ -84,6 +84,9 @@ MaybeError ReadBool(const Json& obj, std::string_view key, std::optional<bool>* 
 // Accepts integral JSON numbers (1024 or 1024.0) in [min, max].
 MaybeError ReadInt(const Json& obj, std::string_view key, int64_t min, int64_t max,
                    std::optional<int64_t>* out, std::string_view parent = "");
+// The same for a value that is not an object's field (an array element); null is an
+// error here. `path` names it.
+MaybeError ReadIntValue(const Json& value, const std::string& path, int64_t min, int64_t max, int64_t* out);
 
 // A count read with ReadInt, saturated to int: a client asking for 2^40 tokens means
 // "no limit", not an error.

@@ -80,10 +80,13 @@ struct CacheReport {
   std::string stopped_because;  // why reuse ended before the cache's knowledge did
   // A span that differs from the conversation's earlier prompt and then rejoins it
   // (a request id, a timestamp): named so the client can move it, or --stabilize can.
+  // Only this request's own tokens are described: the earlier prompt may be another
+  // client's, and its text must never reach this one.
   bool volatile_span = false;
   int volatile_message = 0;     // index of the message holding it
-  std::string volatile_text;
-  std::string volatile_previous_text;
+  int volatile_start = 0;       // [volatile_start, volatile_end): the span's token positions
+  int volatile_end = 0;         // in this request's prompt
+  std::string volatile_text;    // this request's text in that span
 };
 
 struct Usage {

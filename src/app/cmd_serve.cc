@@ -129,7 +129,8 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-queue", f->engine.max_queued, "requests that may wait for a slot before 503")
       ->capture_default_str();
   cmd->add_option("--max-body", f->http.max_body_bytes, "largest request body in bytes")->capture_default_str();
-  cmd->add_flag("-v,--verbose", f->verbose, "log llama.cpp's messages and the engine's decisions (why a shadow was dropped)");
+  cmd->add_flag("-v,--verbose", f->verbose,
+                "log llama.cpp's messages, why shadows were dropped, and the earlier text a volatile span replaced");
   cmd->add_option("--stabilize", f->stabilize,
                   "move per-request spans out of the cacheable prefix: uuid, ulid, timestamp, claude-billing, re:REGEX")
       ->delimiter(',');
@@ -159,7 +160,9 @@ void RegisterServe(CLI::App& app) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);
     }
-    f->http.n_http_threads = std::max(16, 2 * (f->engine.n_parallel + f->engine.max_queued));
+    // Every generation running or waiting in the engine's queue holds a worker; 16 more
+    // for the short routes and connections still sending their request.
+    f->http.n_http_threads = f->engine.n_parallel + f->engine.max_queued + 16;
     if (int rc = RunServe(*f); rc != 0) throw CLI::RuntimeError(rc);
   });
 }

@@ -413,6 +413,9 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   if (!slot->task.background) {
     ExplainDivergence(*slot);
     DropWarmAheadCoveredBy(slot->task);
+    // What the prompt reuses is known now, before the prefill: a stream reports it at
+    // its start (Anthropic's message_start), as the end of the request will.
+    slot->stream->PushAdmitted(UsageSoFar(*slot));
   }
   while (slot->next_snapshot < slot->task.snapshot_positions.size() &&
          slot->task.snapshot_positions[slot->next_snapshot] <= static_cast<int32_t>(slot->n_prompt_done)) {
@@ -473,12 +476,16 @@ void EngineLoop::ExplainDivergence(Slot& slot) {
   auto text = [&](const std::vector<engine::Token>& t, int32_t a, int32_t b) {
     return SanitizeUtf8(model_.Detokenize(std::span(t).subspan(static_cast<size_t>(a), static_cast<size_t>(b - a)), true));
   };
+  r.volatile_start = span->start;
+  r.volatile_end = span->end_new;
   r.volatile_text = text(prompt, span->start, span->end_new);
-  r.volatile_previous_text = text(earlier, span->start, span->end_earlier);
+  // The earlier prompt may be another client's: its text goes to the operator's log, and
+  // only with --verbose, never into the response.
+  const std::string was = config_.verbose ? " (was \"" + text(earlier, span->start, span->end_earlier) + "\")" : "";
   std::fprintf(stderr,
-               "hearth: volatile span in message %d at token %d: \"%s\" (was \"%s\"); the prompt rejoins the cache "
+               "hearth: volatile span in message %d at tokens [%d, %d): \"%s\"%s; the prompt rejoins the cache "
                "right after it: move it to the end of the conversation or start with --stabilize\n",
-               r.volatile_message, span->start, r.volatile_text.c_str(), r.volatile_previous_text.c_str());
+               r.volatile_message, span->start, span->end_new, r.volatile_text.c_str(), was.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   stats_.volatile_spans++;
 }
@@ -729,17 +736,8 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     c.finish_reason = reason;
     if (reason == api::FinishReason::kStop && !c.tool_calls.empty()) c.finish_reason = api::FinishReason::kToolCalls;
     c.stop_sequence = std::move(stop_sequence);
-    c.usage.prompt_tokens = static_cast<int>(slot.task.prompt.size());
-    c.usage.completion_tokens = static_cast<int>(slot.generated.size());
-    c.usage.cached_tokens = slot.n_cached;
-    api::CacheReport report = slot.report;
-    report.reused_tokens = slot.n_cached;
-    report.prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
-    if (slot.n_cached > 0) report.tier = cache::TierName(slot.resume.tier);
-    report.restore_ms = slot.resume.restore_ms;
-    report.restored_bytes = slot.resume.restored_bytes;
-    report.stopped_because = slot.resume.stopped_because;
-    c.usage.cache = std::move(report);
+    c.usage = UsageSoFar(slot);
+    c.usage.cache->prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.requests_finished++;
@@ -764,6 +762,24 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     slot.stream->PushDone(std::move(c));
   }
   Release(slot, /*keep_in_cache=*/true);
+}
+
+// The slot's usage and cache report; at admission prefilled_tokens is what is left to
+// prefill, at the end what was.
+api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
+  api::Usage u;
+  u.prompt_tokens = static_cast<int>(slot.task.prompt.size());
+  u.completion_tokens = static_cast<int>(slot.generated.size());
+  u.cached_tokens = slot.n_cached;
+  api::CacheReport report = slot.report;
+  report.reused_tokens = slot.n_cached;
+  report.prefilled_tokens = u.prompt_tokens - slot.n_cached;
+  if (slot.n_cached > 0) report.tier = cache::TierName(slot.resume.tier);
+  report.restore_ms = slot.resume.restore_ms;
+  report.restored_bytes = slot.resume.restored_bytes;
+  report.stopped_because = slot.resume.stopped_because;
+  u.cache = std::move(report);
+  return u;
 }
 
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {

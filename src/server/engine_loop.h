@@ -156,6 +156,7 @@ class EngineLoop {
   void FailSlot(Slot& slot, const Status& error);
   void Release(Slot& slot, bool keep_in_cache);
   void LogRequest(const Slot& slot, const char* outcome) const;
+  api::Usage UsageSoFar(const Slot& slot) const;
   bool HasForegroundWork();
   bool ForegroundQueued() const;      // a request waits in the queue
   bool ForegroundPrefilling() const;  // a request in a slot has not had its first token

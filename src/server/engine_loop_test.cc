@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -24,6 +25,9 @@ constexpr milliseconds kHangGuard{120000};
 
 // Everything one request's stream delivered.
 struct Outcome {
+  std::optional<StreamEvent> admitted;  // the kAdmitted event, when one came
+  int n_admitted = 0;
+  bool admitted_after_delta = false;
   std::vector<StreamEvent> deltas;
   int n_terminal = 0;  // kDone + kError events seen
   bool done = false;
@@ -54,6 +58,11 @@ Outcome Drain(RequestStream& stream) {
       return out;
     }
     switch (ev.kind) {
+      case StreamEvent::Kind::kAdmitted:
+        out.n_admitted++;
+        out.admitted_after_delta |= !out.deltas.empty();
+        out.admitted = std::move(ev);
+        break;
       case StreamEvent::Kind::kDelta:
         out.deltas.push_back(std::move(ev));
         break;
@@ -76,7 +85,9 @@ Outcome Drain(RequestStream& stream) {
 // Waits for the first delta of `stream`; false if the request ended first.
 bool WaitForFirstDelta(RequestStream& stream, Outcome* out) {
   StreamEvent ev;
-  if (!stream.Next(&ev, kHangGuard)) return false;
+  do {
+    if (!stream.Next(&ev, kHangGuard)) return false;
+  } while (ev.kind == StreamEvent::Kind::kAdmitted);
   if (ev.kind != StreamEvent::Kind::kDelta) return false;
   out->deltas.push_back(std::move(ev));
   return true;
@@ -586,6 +597,36 @@ TEST_F(EngineLoopTest, WithoutThePrefixCacheNothingIsReused) {
       EXPECT_EQ(loop.stats().cache.n_states, 0u);
     }
   }
+}
+
+// What the prompt reuses reaches the stream when the request is admitted, before its
+// first token, and says what the completion will: a stream can report it at its start.
+TEST_F(EngineLoopTest, AdmissionTellsTheStreamWhatWasReusedBeforeTheFirstToken) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Start().ok());
+  GenerationTask t = Task(LongText("r", 30), 4);
+  t.snapshot_positions = {static_cast<int32_t>(t.prompt.size())};
+  GenerationTask longer = t;
+  longer.prompt.insert(longer.prompt.end(), t.prompt.begin() + 5, t.prompt.begin() + 9);
+  longer.snapshot_positions = {static_cast<int32_t>(longer.prompt.size())};
+  Outcome first = Drain(*Submit(loop, t));
+  Outcome second = Drain(*Submit(loop, longer));
+  for (const Outcome* o : {&first, &second}) {
+    ASSERT_TRUE(o->done) << o->error.ToString();
+    ASSERT_EQ(o->n_admitted, 1);
+    EXPECT_FALSE(o->admitted_after_delta);
+    ASSERT_FALSE(o->deltas.empty());
+    EXPECT_LT(o->admitted->order, o->deltas.front().order);
+    const api::Usage& at_start = o->admitted->admitted;
+    EXPECT_EQ(at_start.prompt_tokens, o->completion.usage.prompt_tokens);
+    EXPECT_EQ(at_start.cached_tokens, o->completion.usage.cached_tokens);
+    EXPECT_EQ(at_start.completion_tokens, 0);
+    ASSERT_TRUE(at_start.cache.has_value());
+    EXPECT_EQ(at_start.cache->reused_tokens, at_start.cached_tokens);
+    EXPECT_EQ(at_start.cache->prefilled_tokens, at_start.prompt_tokens - at_start.cached_tokens);
+  }
+  EXPECT_EQ(first.admitted->admitted.cached_tokens, 0);
+  EXPECT_GT(second.admitted->admitted.cached_tokens, 0);
 }
 
 // Warm-ahead work whose whole prompt the cache already holds computes nothing; work that

@@ -287,20 +287,29 @@ TEST_F(FailureModesTest, InterruptedReplyIsKept) {
   EXPECT_GE(loop_->stats().requests_cancelled, 6);
 }
 
-// Per-request content early in the prompt is found and named.
-TEST_F(FailureModesTest, VolatileSpanIsReported) {
-  auto ask = [&](const std::string& id) {
-    json messages = {{{"role", "system"}, {"content", "Request " + id + ". You are a careful assistant who explains things."}},
-                     {{"role", "user"}, {"content", "What is a radix tree and why do servers use one?"}}};
-    return Chat(messages, false, 4);
+// Per-request content early in the prompt is found and named, in this request's own
+// terms only: the earlier prompt it rejoined may be another client's (without --api-key
+// all share one namespace), so none of that prompt's text may come back.
+TEST_F(FailureModesTest, VolatileSpanIsReportedWithoutTheEarlierPromptsText) {
+  auto messages_with = [&](const std::string& id) {
+    return json{{{"role", "system"}, {"content", "Request " + id + ". You are a careful assistant who explains things."}},
+                {{"role", "user"}, {"content", "What is a radix tree and why do servers use one?"}}};
   };
-  ask("3f2b8c1e-9d4a-4e7b-8c2f-1a2b3c4d5e6f");
-  json r = ask("0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
+  Chat(messages_with("3f2b8c1e-9d4a-4e7b-8c2f-1a2b3c4d5e6f"), false, 4);
+  json r = Chat(messages_with("0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"), false, 4);
   const auto& report = r["usage"]["hearth_cache"];
   ASSERT_TRUE(report.contains("volatile_span")) << report.dump();
-  EXPECT_EQ(report["volatile_span"]["message"], 0);
-  EXPECT_NE(report["volatile_span"]["text"].get<std::string>().find("0a1b2c3d"), std::string::npos) << report.dump();
-  EXPECT_NE(report["volatile_span"]["previous_text"].get<std::string>().find("3f2b8c1e"), std::string::npos);
+  const auto& span = report["volatile_span"];
+  EXPECT_EQ(span["message"], 0);
+  EXPECT_NE(span["text"].get<std::string>().find("0a1b2c3d"), std::string::npos) << report.dump();
+  EXPECT_FALSE(span.contains("previous_text")) << report.dump();
+  EXPECT_EQ(r.dump().find("3f2b8c1e"), std::string::npos) << "the earlier prompt's text leaked: " << r.dump();
+  // The positions are this prompt's: the span's tokens detokenize to its text.
+  const auto prompt = PromptTokens(messages_with("0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"), false);
+  const int start = span["start"], end = span["end"];
+  ASSERT_TRUE(0 < start && start < end && end <= static_cast<int>(prompt.size())) << span.dump();
+  EXPECT_EQ(model_->Detokenize(std::span(prompt).subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)), true),
+            span["text"].get<std::string>());
   EXPECT_GE(loop_->stats().volatile_spans, 1);
 }
 

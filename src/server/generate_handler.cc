@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string_view>
 
 #include "server/response_writer.h"
 
@@ -15,6 +16,10 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kPollInterval{50};
 constexpr int kKeepAliveEvery = 100;  // polls, i.e. 5 seconds
+// Before the stream's first event (while the request waits for a slot) only an SSE
+// comment keeps the connection busy: every SSE parser drops it, where an event (an
+// Anthropic ping) before message_start would break the event order.
+constexpr std::string_view kSseComment = ": waiting for a slot\n\n";
 
 void ReplyError(ResponseWriter& writer, const api::ApiError& error, httplib::Response& res) {
   res.status = error.http_status;
@@ -22,10 +27,11 @@ void ReplyError(ResponseWriter& writer, const api::ApiError& error, httplib::Res
 }
 
 // Streams events to the client until the request is done; cancels it if the client goes.
+// The stream begins when the engine admits the request, with what its prompt reuses.
 struct StreamState {
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<ResponseWriter> writer;
-  api::Usage usage_at_start;
+  api::Usage usage_unadmitted;  // for a stream that ends before admission: nothing reused
   bool begun = false;
   bool done = false;
   api::Completion delivered;  // what reached the client so far
@@ -51,15 +57,20 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
     return true;
   }
   std::string out;
-  if (!st.begun) {
-    out += st.writer->Begin(st.usage_at_start);
+  auto begin = [&](const api::Usage& usage) {
+    if (st.begun) return;
+    out += st.writer->Begin(usage);
     st.begun = true;
-  }
+  };
   StreamEvent ev;
   std::optional<api::Delta> pending_delta;
   if (st.stream->Next(&ev, kPollInterval)) {
     st.idle_polls = 0;
+    if (ev.kind != StreamEvent::Kind::kAdmitted) begin(st.usage_unadmitted);
     switch (ev.kind) {
+      case StreamEvent::Kind::kAdmitted:
+        begin(ev.admitted);
+        break;
       case StreamEvent::Kind::kDelta:
         out += st.writer->Delta(ev.delta);
         pending_delta = std::move(ev.delta);
@@ -74,7 +85,7 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
         break;
     }
   } else if (++st.idle_polls % kKeepAliveEvery == 0) {
-    out += st.writer->KeepAlive();
+    out += st.begun ? st.writer->KeepAlive() : std::string(kSseComment);
   }
   if (!out.empty() && !sink.write(out.data(), out.size())) {
     st.stream->CancelDelivered(st.delivered);
@@ -111,7 +122,7 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
     auto st = std::make_shared<StreamState>();
     st->stream = stream;
     st->writer = std::move(writer);
-    st->usage_at_start = usage0;
+    st->usage_unadmitted = usage0;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream", [st](size_t, httplib::DataSink& sink) { return ProvideStream(*st, sink); },
@@ -132,8 +143,7 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
       }
       continue;
     }
-    if (ev.kind == StreamEvent::Kind::kDelta) continue;
-    break;
+    if (ev.kind == StreamEvent::Kind::kDone || ev.kind == StreamEvent::Kind::kError) break;
   }
   if (ev.kind == StreamEvent::Kind::kError) return ReplyError(*writer, ToApiError(ev.error), res);
   res.set_content(writer->Whole(ev.completion), "application/json");

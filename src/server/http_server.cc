@@ -2,20 +2,19 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <nlohmann/json.hpp>
 
 #include "api/anthropic.h"
 #include "api/openai.h"
+#include "api/utility.h"
 #include "server/generate_handler.h"
 #include "server/metrics.h"
 
 namespace hearth::server {
 namespace {
-
-using json = nlohmann::json;
 
 bool IsAnthropicPath(const std::string& path) { return path.starts_with("/v1/messages"); }
 
@@ -53,15 +52,6 @@ httplib::Server::Handler Guarded(httplib::Server::Handler h) {
       ReplyError(req, res, {500, "api_error", "internal error", ""});
     }
   };
-}
-
-std::optional<json> ParseJsonBody(const httplib::Request& req, httplib::Response& res) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
-    ReplyError(req, res, {400, "invalid_request_error", "the request body must be a JSON object", ""});
-    return std::nullopt;
-  }
-  return body;
 }
 
 }  // namespace
@@ -131,11 +121,17 @@ void HttpServer::Stop() {
 
 void HttpServer::RegisterRoutes() {
   httplib::Server& s = *http_;
-  const int threads = config_.n_http_threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // A few threads always, more on demand up to the bound (they exit when idle); past the
+  // bound, a bounded queue, then httplib closes new connections at once.
+  const auto max_threads = static_cast<size_t>(std::max(1, config_.n_http_threads));
+  const auto max_pending = static_cast<size_t>(std::max(1, config_.max_pending_connections));
+  s.new_task_queue = [max_threads, max_pending] {
+    return new httplib::ThreadPool(std::min<size_t>(8, max_threads), max_threads, max_pending);
+  };
   s.set_payload_max_length(config_.max_body_bytes);
-  s.set_read_timeout(600, 0);
-  s.set_write_timeout(600, 0);
+  s.set_read_timeout(config_.read_timeout_s, 0);
+  s.set_keep_alive_timeout(std::min(5, config_.read_timeout_s));
+  s.set_write_timeout(config_.write_timeout_s, 0);
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (config_.cors) {
@@ -204,51 +200,33 @@ void HttpServer::RegisterRoutes() {
   s.Get("/v1/cache", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(engine_.DescribeCache(), "application/json");
   }));
+  // hearth's own routes: bodies parsed with the typed readers (api/utility.h), so a
+  // wrongly typed field is a 400 naming it.
   s.Post("/tokenize", Guarded([this](const httplib::Request& req, httplib::Response& res) {
-    auto body = ParseJsonBody(req, res);
-    if (!body) return;
-    if (!body->contains("content") || !(*body)["content"].is_string()) {
-      return ReplyError(req, res, BadRequest("content must be a string", "content"));
-    }
-    const bool add_special = body->value("add_special", false);
-    const bool parse_special = body->value("parse_special", true);
-    auto tokens = model_.Tokenize((*body)["content"].get<std::string>(), add_special, parse_special);
-    res.set_content(json{{"tokens", tokens}}.dump(), "application/json");
+    auto r = api::utility::ParseTokenizeRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    auto tokens = model_.Tokenize(r->content, r->add_special, r->parse_special);
+    res.set_content(api::utility::TokenizeJson(tokens), "application/json");
   }));
   s.Post("/detokenize", Guarded([this](const httplib::Request& req, httplib::Response& res) {
-    auto body = ParseJsonBody(req, res);
-    if (!body) return;
-    const json& toks = (*body)["tokens"];
-    if (!toks.is_array()) return ReplyError(req, res, BadRequest("tokens must be an array of token ids", "tokens"));
-    std::vector<engine::Token> ids;
-    for (const auto& t : toks) {
-      if (!t.is_number_integer() || !model_.IsValidToken(t.get<engine::Token>())) {
-        return ReplyError(req, res, BadRequest("tokens must hold ids in [0, " +
-                                                   std::to_string(model_.info().n_vocab) + ")", "tokens"));
-      }
-      ids.push_back(t.get<engine::Token>());
-    }
-    json out{{"content", model_.Detokenize(ids, true)}};
-    res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    auto r = api::utility::ParseDetokenizeRequest(req.body, model_.info().n_vocab);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    res.set_content(api::utility::DetokenizeJson(model_.Detokenize(r->tokens, true)), "application/json");
   }));
   s.Post("/apply-template", Guarded([this](const httplib::Request& req, httplib::Response& res) {
-    auto r = api::openai::ParseChatCompletionRequest(req.body);
+    auto r = api::utility::ParseApplyTemplateRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
-    auto built = builder_.Render(*r);
+    auto built = builder_.Render(r->chat);
     if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(req, res, *err);
     const BuildResult& br = std::get<BuildResult>(built);
-    // add_generation_prompt: false renders the conversation as history only.
     std::string prompt = br.prompt_text;
     size_t n_tokens = br.task.prompt.size();
-    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     const std::string gen = br.task.output_format ? br.task.output_format->generation_prompt : "";
-    if (body.is_object() && body.value("add_generation_prompt", true) == false && !gen.empty() &&
-        prompt.ends_with(gen)) {
+    if (!r->add_generation_prompt && !gen.empty() && prompt.ends_with(gen)) {
       prompt.resize(prompt.size() - gen.size());
       n_tokens = builder_.TokenizeRendered(prompt).size();
     }
-    json out{{"prompt", prompt}, {"n_tokens", n_tokens}};
-    res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    res.set_content(api::utility::ApplyTemplateJson(prompt, n_tokens), "application/json");
   }));
 }
 

@@ -14,6 +14,8 @@
 //     "Authorization: Bearer KEY" or "x-api-key: KEY", compared in constant time.
 //  4. A key's requests live in that key's cache namespace (ApiKey::cache_namespace, see
 //     api_keys.h), whatever other keys are configured.
+//  5. No connection waits without bound: a bounded pool, a bounded queue of pending
+//     connections and read timeouts (HttpConfig) keep slow clients from starving others.
 #pragma once
 
 #include <memory>
@@ -47,7 +49,18 @@ struct HttpConfig {
   std::string model_alias;       // the model id reported by /v1/models
   bool warm_ahead = true;        // prepare each conversation's next turn while idle
   chat::Stabilizer stabilizer;   // --stabilize rules
+  // Connections. Each is served by one worker thread (a generation holds its worker until
+  // it ends): at most n_http_threads of them, with up to max_pending_connections more
+  // waiting for one; beyond that a new connection is closed at once instead of queueing.
   int n_http_threads = 32;
+  int max_pending_connections = 64;
+  // A connection silent this long while its request is being read (or before its next
+  // request: capped at 5 s) is dropped, so a client trickling its headers cannot hold a
+  // worker for minutes. A write that cannot proceed this long (a client that stopped
+  // reading) ends the response. Neither limits a response's length: a stream waiting on
+  // a long prefill writes keep-alives every 5 s.
+  int read_timeout_s = 10;
+  int write_timeout_s = 30;
 };
 
 class HttpServer {

@@ -1,10 +1,20 @@
-// Authentication and per-key cache isolation through HTTP, on the tiny hybrid model.
+// The HTTP layer on the tiny hybrid model: authentication and per-key cache isolation,
+// stream usage, bad request bodies, and slow clients (loopback only).
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "server/test_server.h"
 
@@ -91,6 +101,195 @@ TEST(HttpServerKeysRestartTest, NamespacesFollowTheKeyAcrossARestart) {
   const auto alpha = Ask(server, "key-alpha");
   EXPECT_EQ(alpha.first, 200);
   EXPECT_GT(alpha.second, 0) << "alpha resumes its own, from disk";
+}
+
+// A server with the defaults a test can afford: no keys, no warm-ahead.
+class HttpServerTest : public ::testing::Test {
+ protected:
+  static HttpConfig Config() {
+    HttpConfig hc;
+    hc.warm_ahead = false;
+    return hc;
+  }
+  bool Start(HttpConfig hc) {
+    EngineConfig ec;
+    ec.context.n_ctx = 4096;
+    ec.context.n_threads = 1;
+    ec.context.n_seq_max = 4;
+    ec.n_parallel = 2;
+    server_ = std::make_unique<TestServer>(ec, hc);
+    return server_->ok();
+  }
+  std::unique_ptr<TestServer> server_;
+};
+
+// The events of an SSE body, by name, in order.
+std::vector<std::pair<std::string, json>> SseEvents(const std::string& body) {
+  std::vector<std::pair<std::string, json>> events;
+  std::string name;
+  size_t at = 0;
+  while (at < body.size()) {
+    size_t end = body.find('\n', at);
+    if (end == std::string::npos) end = body.size();
+    const std::string line = body.substr(at, end - at);
+    at = end + 1;
+    if (line.starts_with("event: ")) name = line.substr(7);
+    if (line.starts_with("data: ")) events.emplace_back(name, json::parse(line.substr(6)));
+  }
+  return events;
+}
+
+// Anthropic streams report the cache in message_start, as the real API does: a client
+// reading usage there (Claude Code) sees the reuse, not the whole prompt as input.
+TEST_F(HttpServerTest, AnthropicStreamReportsTheCacheInMessageStart) {
+  ASSERT_TRUE(Start(Config()));
+  json body = {{"model", "m"},
+               {"max_tokens", 3},
+               {"stream", true},
+               {"temperature", 0},
+               {"system", "You are terse. " + std::string(300, 's')},
+               {"messages", {{{"role", "user"}, {"content", "Name a colour."}}}}};
+  int read_at_start[2] = {-1, -1};
+  for (int turn = 0; turn < 2; ++turn) {
+    SCOPED_TRACE(turn);
+    auto res = server_->client().Post("/v1/messages", body.dump(), "application/json");
+    ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+    const auto events = SseEvents(res->body);
+    ASSERT_GE(events.size(), 3u) << res->body;
+    ASSERT_EQ(events.front().first, "message_start") << res->body;
+    const json& start = events.front().second["message"]["usage"];
+    const json* end = nullptr;
+    for (const auto& [name, data] : events) {
+      if (name == "message_delta") end = &data["usage"];
+    }
+    ASSERT_NE(end, nullptr) << res->body;
+    EXPECT_EQ(start["cache_read_input_tokens"], (*end)["cache_read_input_tokens"]) << res->body;
+    EXPECT_EQ(start["input_tokens"], (*end)["input_tokens"]) << res->body;
+    EXPECT_EQ(start["output_tokens"], 0);
+    read_at_start[turn] = start["cache_read_input_tokens"];
+  }
+  EXPECT_EQ(read_at_start[0], 0);
+  EXPECT_GT(read_at_start[1], 100) << "the second turn's message_start reports its reuse";
+}
+
+// A wrongly typed field is a 400 in the route's API shape, naming the field, on every
+// route that reads a body; the server goes on serving.
+TEST_F(HttpServerTest, WronglyTypedFieldsAreBadRequests) {
+  ASSERT_TRUE(Start(Config()));
+  const std::string user = R"([{"role": "user", "content": "hi"}])";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/tokenize", R"({"content": 5})"},
+      {"/tokenize", R"({"content": "x", "add_special": "yes"})"},
+      {"/tokenize", R"({"content": "x", "parse_special": [true]})"},
+      {"/detokenize", R"({"tokens": "x"})"},
+      {"/detokenize", R"({"tokens": [1, "2"]})"},
+      {"/detokenize", R"({"tokens": [4294967296]})"},
+      {"/apply-template", R"({"messages": "x"})"},
+      {"/apply-template", R"({"messages": )" + user + R"(, "add_generation_prompt": "no"})"},
+      {"/v1/chat/completions", R"({"messages": )" + user + R"(, "max_tokens": "2"})"},
+      {"/v1/completions", R"({"prompt": 5})"},
+      {"/v1/messages", R"({"max_tokens": 2, "messages": "x"})"},
+      {"/v1/messages/count_tokens", R"({"messages": )" + user + R"(, "system": 5})"},
+  };
+  for (const auto& [path, body] : cases) {
+    SCOPED_TRACE(path + " " + body);
+    auto res = server_->client().Post(path, body, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+    const json err = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(err.is_object()) << res->body;
+    if (path.starts_with("/v1/messages")) {
+      EXPECT_EQ(err["type"], "error") << res->body;
+      EXPECT_EQ(err["error"]["type"], "invalid_request_error") << res->body;
+    } else {
+      EXPECT_EQ(err["error"]["type"], "invalid_request_error") << res->body;
+      EXPECT_FALSE(err["error"]["param"].is_null()) << res->body;
+    }
+  }
+  auto ok = server_->client().Post("/tokenize", R"({"content": "hi", "add_special": false})", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_FALSE(json::parse(ok->body)["tokens"].empty());
+}
+
+// A loopback connection that sends `bytes` and then nothing, held open until destroyed.
+class SlowConnection {
+ public:
+  SlowConnection(int port, const std::string& bytes) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (connected_ && !bytes.empty()) connected_ = ::send(fd_, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size());
+  }
+  ~SlowConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SlowConnection(const SlowConnection&) = delete;
+  SlowConnection& operator=(const SlowConnection&) = delete;
+  bool connected() const { return connected_; }
+  // True when the server closed the connection within `seconds` (nothing to read, EOF
+  // or a reset); false when it is still open then.
+  bool ClosedByServerWithin(int seconds) const {
+    timeval tv{seconds, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c;
+    const ssize_t n = ::recv(fd_, &c, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// Slow clients cannot starve the others: more connections than the pool has workers,
+// some silent, some trickling a request's first bytes, and a normal request is still
+// served within a few read timeouts.
+TEST_F(HttpServerTest, SlowConnectionsDoNotStarveOthers) {
+  HttpConfig hc = Config();
+  hc.n_http_threads = 2;
+  hc.max_pending_connections = 16;
+  hc.read_timeout_s = 1;
+  ASSERT_TRUE(Start(hc));
+  std::vector<std::unique_ptr<SlowConnection>> slow;
+  for (int i = 0; i < 6; ++i) {
+    slow.push_back(std::make_unique<SlowConnection>(server_->port(), i % 3 == 0 ? "" : "POST /tokenize HTTP/1.1\r\nHo"));
+    ASSERT_TRUE(slow.back()->connected());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all accepted before the normal one
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_read_timeout(20, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = c.Get("/health");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(res) << "no answer within 20 s behind " << slow.size() << " slow connections";
+  EXPECT_EQ(res->status, 200);
+  // Three rounds of two workers, each dropping its slow client after 1 s.
+  // Three rounds of two workers, each holding a slow client for at most two read timeouts
+  // (its request's, then httplib's keep-alive wait after answering it 400): about 6 s.
+  EXPECT_LT(waited, 10.0);
+}
+
+// Beyond the pool and its queue of pending connections, a new connection is closed at
+// once rather than left waiting.
+TEST_F(HttpServerTest, ConnectionsBeyondThePendingBoundAreClosed) {
+  HttpConfig hc = Config();
+  hc.n_http_threads = 1;
+  hc.max_pending_connections = 1;
+  hc.read_timeout_s = 30;  // the held ones stay held for the whole test
+  ASSERT_TRUE(Start(hc));
+  const std::string partial = "POST /tokenize HTTP/1.1\r\nHo";
+  SlowConnection held(server_->port(), partial);  // the one worker
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  SlowConnection pending(server_->port(), partial);  // the one place in the queue
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  SlowConnection refused(server_->port(), partial);
+  ASSERT_TRUE(held.connected() && pending.connected());
+  EXPECT_TRUE(refused.ClosedByServerWithin(3));
+  EXPECT_FALSE(pending.ClosedByServerWithin(1));
 }
 
 }  // namespace

@@ -11,11 +11,21 @@ void RequestStream::Push(StreamEvent event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
+    const bool terminal = event.kind == StreamEvent::Kind::kDone || event.kind == StreamEvent::Kind::kError;
+    if (event.kind == StreamEvent::Kind::kAdmitted && admitted_or_begun_) return;
+    if (!terminal) admitted_or_begun_ = true;
+    if (terminal) closed_ = true;
     event.order = g_next_order.fetch_add(1, std::memory_order_relaxed);
-    if (event.kind != StreamEvent::Kind::kDelta) closed_ = true;
     events_.push_back(std::move(event));
   }
   cv_.notify_one();
+}
+
+void RequestStream::PushAdmitted(api::Usage usage) {
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kAdmitted;
+  e.admitted = std::move(usage);
+  Push(std::move(e));
 }
 
 void RequestStream::PushDelta(api::Delta delta) {

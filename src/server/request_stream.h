@@ -7,9 +7,12 @@
 //
 // Invariants:
 //  1. After a kDone or kError event nothing more is pushed.
-//  2. Cancel() is sticky; the engine sees it at its next step and finishes the request
+//  2. At most one kAdmitted, and only before any kDelta: it says what the prompt reused
+//     when the engine first admitted the request (a request requeued and admitted again
+//     keeps its first), so a stream can report the cache before the prefill.
+//  3. Cancel() is sticky; the engine sees it at its next step and finishes the request
 //     with FinishReason::kCancelled, keeping what was computed.
-//  3. StreamEvent::order increases with every push in the process, across all streams:
+//  4. StreamEvent::order increases with every push in the process, across all streams:
 //     with one producer thread it is the order the engine emitted events in.
 #pragma once
 
@@ -27,8 +30,9 @@
 namespace hearth::server {
 
 struct StreamEvent {
-  enum class Kind { kDelta, kDone, kError };
+  enum class Kind { kAdmitted, kDelta, kDone, kError };
   Kind kind = Kind::kDelta;
+  api::Usage admitted;         // kAdmitted: prompt_tokens, cached_tokens and the cache report
   api::Delta delta;            // kDelta
   api::Completion completion;  // kDone: the whole response, with usage
   Status error;                // kError
@@ -38,6 +42,7 @@ struct StreamEvent {
 class RequestStream {
  public:
   // Producer side.
+  void PushAdmitted(api::Usage usage);  // ignored after the first, or after a delta
   void PushDelta(api::Delta delta);
   void PushDone(api::Completion completion);
   void PushError(Status error);
@@ -61,6 +66,7 @@ class RequestStream {
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;  // guarded by mu_
   bool closed_ = false;             // guarded by mu_
+  bool admitted_or_begun_ = false;  // guarded by mu_: a kAdmitted or kDelta was pushed
   std::atomic<bool> cancelled_{false};
   mutable std::mutex delivered_mu_;
   std::optional<api::Completion> delivered_;  // guarded by delivered_mu_

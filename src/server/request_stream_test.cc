@@ -106,5 +106,34 @@ TEST(RequestStreamTest, ConsumerOnAnotherThreadSeesEverythingInOrder) {
   EXPECT_EQ(ev.kind, StreamEvent::Kind::kDone);
 }
 
+// The admission event comes at most once and only before any output: a request that
+// was requeued and admitted again keeps the report of its first admission.
+TEST(RequestStreamTest, AdmittedComesAtMostOnceBeforeAnyDelta) {
+  RequestStream s;
+  api::Usage first;
+  first.cached_tokens = 7;
+  api::Usage again;
+  again.cached_tokens = 9;
+  s.PushAdmitted(first);
+  s.PushAdmitted(again);
+  s.PushDelta(Text("a"));
+  s.PushDone({});
+  StreamEvent ev;
+  ASSERT_TRUE(s.Next(&ev, milliseconds(0)));
+  EXPECT_EQ(ev.kind, StreamEvent::Kind::kAdmitted);
+  EXPECT_EQ(ev.admitted.cached_tokens, 7);
+  ASSERT_TRUE(s.Next(&ev, milliseconds(0)));
+  EXPECT_EQ(ev.kind, StreamEvent::Kind::kDelta);
+  ASSERT_TRUE(s.Next(&ev, milliseconds(0)));
+  EXPECT_EQ(ev.kind, StreamEvent::Kind::kDone);
+
+  RequestStream late;
+  late.PushDelta(Text("a"));
+  late.PushAdmitted(first);
+  ASSERT_TRUE(late.Next(&ev, milliseconds(0)));
+  EXPECT_EQ(ev.kind, StreamEvent::Kind::kDelta);
+  EXPECT_FALSE(late.Next(&ev, milliseconds(0)));
+}
+
 }  // namespace
 }  // namespace hearth::server

@@ -1,6 +1,8 @@
 // ResponseWriter: one request's output in the wire format of the API it came in on.
 // Streaming responses call Begin, Delta*, then End or Fail; non-streaming ones call
-// Whole or ErrorBody once.
+// Whole or ErrorBody once. Begin gets the usage known when the engine admitted the
+// request (prompt_tokens, cached_tokens, the cache report; no output yet): Anthropic's
+// message_start carries it, as the real API does, so clients see reuse before the prefill.
 //
 // Thread safety: one writer per request, used by the HTTP thread serving it.
 #pragma once

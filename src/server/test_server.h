@@ -52,6 +52,7 @@ class TestServer {
   const engine::ChatTemplate& chat_template() const { return *tmpl_; }
   EngineLoop& loop() { return *loop_; }
   httplib::Client& client() { return *client_; }
+  int port() const { return http_->port(); }
 
  private:
   const engine::Model* model_ = nullptr;
