@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -76,7 +77,14 @@ void DiskStore::WriterLoop() {
       }
     }
     const std::string path = PathOf(w->key);
-    const Status written = WriteFile(path, w->file);
+    // Nothing may end the writer (an exception here would end the process): a write that
+    // throws failed like one the disk refused.
+    Status written = Status::Ok();
+    try {
+      written = WriteFile(path, w->file);
+    } catch (const std::exception& e) {
+      written = Unavailable("cannot write " + path + ": " + e.what());
+    }
     if (!written.ok()) std::fprintf(stderr, "hearth: %s\n", written.message().c_str());
     std::lock_guard<std::mutex> lock(mu_);
     if (w->removed) {
