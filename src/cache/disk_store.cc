@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <exception>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
