@@ -5,6 +5,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/log_capture.h"
 #include "llama.h"
 
 namespace hearth::engine {
@@ -220,15 +221,13 @@ void Context::PrepareSpareState() {
 
 Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {
   if (part == StatePart::kAll) ClearSeq(seq);
+  ScopedLogCapture log;  // llama.cpp says why only in its log
   const size_t n = llama_state_seq_set_data_ext(ctx_.get(), bytes.data(), bytes.size(), seq, FlagsFor(part));
   if (n == 0) {
     ClearSeq(seq);
-    // States come from this model and context settings (the cache's namespace says so
-    // and files are checksummed), so a whole-sequence state that will not load almost
-    // always lacks free KV cells; llama.cpp does not say which.
-    if (part == StatePart::kAll) {
+    if (log.text().find("available cells") != std::string::npos) {
       return ResourceExhausted("no free KV cells for the saved state (" + std::to_string(bytes.size()) +
-                               " bytes), or it does not fit this model and context; sequence cleared");
+                               " bytes); sequence cleared");
     }
     return DataLoss("saved state (" + std::to_string(bytes.size()) +
                     " bytes) does not fit this model and context; sequence cleared");

@@ -123,9 +123,8 @@ class Context {
   // Loads a state from SaveState into `seq`. kAll replaces the sequence; kPartialOnly
   // replaces only the recurrent / sliding-window part (trim the attention part to the same
   // length with TruncateSeq). Errors, the sequence then cleared: kResourceExhausted when
-  // a kAll state will not load (no free KV cells for its positions, the usual reason, or
-  // bytes that do not fit this model and context: llama.cpp does not tell them apart);
-  // kDataLoss when a kPartialOnly state does not fit.
+  // no free KV cells are left for the state's positions (other sequences hold them);
+  // kDataLoss when the bytes do not fit this model and context.
   Status RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part);
 
   // Called between micro-batches during Decode; returning true aborts it (kCancelled).

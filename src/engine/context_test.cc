@@ -238,6 +238,20 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
   EXPECT_EQ(ctx_->RestoreState(2, junk, StatePart::kAll).code(), StatusCode::kDataLoss);
   EXPECT_EQ(ctx_->SeqLength(2), 0);
 
+  // A good state with no free cells for it: told apart from bytes that do not fit.
+  ASSERT_TRUE(ctx_->Prefill(0, SomeTokens(*model_, 600, 18), 0, false).ok());
+  auto saved = ctx_->SaveState(0, StatePart::kAll);
+  ASSERT_TRUE(saved.ok());
+  ctx_->ClearSeq(0);
+  ASSERT_TRUE(ctx_->Prefill(1, SomeTokens(*model_, 600, 19), 0, false).ok());
+  const Status no_room = ctx_->RestoreState(0, *saved, StatePart::kAll);
+  EXPECT_EQ(no_room.code(), StatusCode::kResourceExhausted) << no_room.ToString();
+  EXPECT_EQ(ctx_->SeqLength(0), 0);
+  ctx_->ClearSeq(1);
+  EXPECT_TRUE(ctx_->RestoreState(0, *saved, StatePart::kAll).ok()) << "with room it loads";
+  EXPECT_EQ(ctx_->SeqLength(0), 600);
+  ctx_->ClearSeq(0);
+
   // And the context still works.
   auto tokens = SomeTokens(*model_, 10, 17);
   EXPECT_TRUE(LogitsClose(Cold(3, tokens), Cold(0, tokens)));

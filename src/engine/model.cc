@@ -8,6 +8,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "engine/log_capture.h"
 #include "gguf.h"
 #include "llama.h"
 
@@ -15,8 +16,10 @@ namespace hearth::engine {
 namespace {
 
 int g_log_verbose = 0;
+thread_local std::string* g_log_capture = nullptr;  // see log_capture.h
 
 void LogToStderr(ggml_log_level level, const char* text, void* /*user*/) {
+  if (g_log_capture != nullptr) g_log_capture->append(text);
   if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN || g_log_verbose) {
     std::fputs(text, stderr);
   }
@@ -59,6 +62,9 @@ std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, const llama_model* mod
 }
 
 }  // namespace
+
+ScopedLogCapture::ScopedLogCapture() : previous_(g_log_capture) { g_log_capture = &text_; }
+ScopedLogCapture::~ScopedLogCapture() { g_log_capture = previous_; }
 
 void InitBackend(bool verbose) {
   static std::once_flag once;
