@@ -258,7 +258,7 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ContextTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& p) { return std::string(p.param); });
 
 TEST(ContextOptionsTest, ValidateNamesTheBadField) {
   ContextOptions o;

@@ -54,7 +54,9 @@ TEST_F(TokenMemoTest, AGrowingConversationReusesItsMessages) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const size_t hits = memo->hits();
     EXPECT_EQ(memo->Tokenize(r->prompt), Whole(r->prompt)) << r->prompt;
-    if (turn > 0) EXPECT_GE(memo->hits(), hits + 2) << "earlier messages were tokenized again";
+    if (turn > 0) {
+      EXPECT_GE(memo->hits(), hits + 2) << "earlier messages were tokenized again";
+    }
     ChatMessage reply{.role = "assistant", .content = "Because " + std::string(turn, '!') + " ",
                       .reasoning_content = "thinking about " + std::to_string(turn)};
     if (turn % 2 == 1) reply.tool_calls.push_back({.id = "c" + std::to_string(turn), .name = "read_file",

@@ -99,7 +99,9 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
     EXPECT_TRUE(ctx_->Prefill(seq, std::span(prompt).subspan(done), 0, true).ok());
     auto l = ctx_->Logits(ctx_->LastPrefillIndex());
     std::vector<float> logits(l.begin(), l.end());
-    if (!reply.empty()) EXPECT_TRUE(ctx_->Prefill(seq, reply, 0, false).ok());
+    if (!reply.empty()) {
+      EXPECT_TRUE(ctx_->Prefill(seq, reply, 0, false).ok());
+    }
     cache_->Adopt("ns", seq, Cat(prompt, reply));
     EXPECT_EQ(cache_->CheckInvariants(), "");
     last_report_ = lease->report;
@@ -177,7 +179,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& p) { return std::string(p.param); });
 
 }  // namespace
 }  // namespace hearth::server
