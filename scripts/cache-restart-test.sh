@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# ctest's cache_restart: a conversation's next turn resumes from the disk tier after a
+# graceful stop (SIGTERM) and after a crash (kill -9) a few seconds after its reply.
+# Usage: cache-restart-test.sh HEARTH MODEL.gguf
+set -euo pipefail
+hearth=$1 model=$2
+source "$(dirname "$0")/lib/hearth-serve.sh"
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n "$server_pid" ]] && kill -9 "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "cache_restart: $*" >&2; echo "--- server log" >&2; tail -20 "$work/server.err" >&2; exit 1; }
+serve() { start_hearth "$work/server.out" "$work/server.err" -m "$model" -t 1 -c 4096 --cache-dir "$work/states" \
+            || fail "hearth serve did not start"; }
+chat() {  # chat MESSAGES_JSON -> the response body
+  curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' \
+    -d "{\"messages\": $1, \"max_tokens\": 8, \"temperature\": 0}" || fail "request failed"
+}
+
+# One conversation, then its next turn after the server went away with `signal`.
+turn_after() {
+  local signal=$1 pause=$2 tag=$3
+  serve
+  local first=(); local m1="[{\"role\": \"system\", \"content\": \"You are terse. Conversation $tag.\"},
+                              {\"role\": \"user\", \"content\": \"Name three rivers of $tag.\"}]"
+  local r1 prompt1 reply
+  r1=$(chat "$m1")
+  prompt1=$(jq '.usage.prompt_tokens' <<<"$r1")
+  reply=$(jq -c '.choices[0].message.content' <<<"$r1")
+  sleep "$pause"
+  kill "-$signal" "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+  serve
+  local m2
+  m2=$(jq -c --argjson reply "$reply" '. + [{"role": "assistant", "content": $reply}, {"role": "user", "content": "And two more."}]' <<<"$m1")
+  local r2 cached tier
+  r2=$(chat "$m2")
+  cached=$(jq '.usage.prompt_tokens_details.cached_tokens' <<<"$r2")
+  tier=$(jq -r '.usage.hearth_cache.tier // "none"' <<<"$r2")
+  echo "cache_restart: after SIG$signal: first prompt $prompt1 tokens, follow-up reused $cached from $tier"
+  [[ "$cached" -ge "$prompt1" && "$tier" == "disk" ]] || fail "after SIG$signal the follow-up reused $cached of the $prompt1 tokens it shares ($tier)"
+  kill -TERM "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
+}
+
+turn_after TERM 0 "Peru"
+turn_after KILL 4 "Chile"   # written behind within a second or so of going idle
+echo "cache_restart: ok"
