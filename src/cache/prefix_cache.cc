@@ -645,19 +645,23 @@ int PrefixCache::WriteBehind(const std::function<bool()>& should_stop) {
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(id, &node);
     if (s == nullptr) continue;
-    StatusOr<std::vector<uint8_t>> saved = s->kind == StateKind::kDevice
-                                               ? store_.Save(s->seq, /*partial=*/false)
-                                               : StatusOr<std::vector<uint8_t>>(ram_.at(id));
-    if (!saved.ok()) continue;
+    // A device sequence is serialized; a RAM state's bytes are written as they are.
+    std::vector<uint8_t> serialized;
+    if (s->kind == StateKind::kDevice) {
+      auto saved = store_.Save(s->seq, /*partial=*/false);
+      if (!saved.ok()) continue;
+      serialized = std::move(*saved);
+    }
+    const std::span<const uint8_t> bytes = s->kind == StateKind::kDevice ? serialized : Bytes(*s);
     const StateKind kind = s->kind == StateKind::kPartial ? StateKind::kPartial : StateKind::kFull;
-    auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), kind, *saved);
+    auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), kind, bytes);
     if (!key.ok()) continue;
     ForgetDiskKeys(disk_->evicted());
     State d;
     d.kind = kind;
     d.tier = Tier::kDisk;
     d.disk_key = *key;
-    d.bytes = saved->size();
+    d.bytes = bytes.size();
     d.last_used = used;
     tree_.AddState(node, d);
     ++written;
