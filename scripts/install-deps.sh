@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev libre2-dev
       libssl-dev    # libcrypto: HMAC-SHA256 for API-key cache namespaces
+      libbenchmark-dev  # Google Benchmark: build/src/hearth_cache_bench (optional)
       gnuplot-nox)  # gnuplot: `hearth bench` plots
 missing=()
 for p in "${pkgs[@]}"; do

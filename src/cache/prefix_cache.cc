@@ -59,6 +59,7 @@ struct PrefixCache::Source {
 
 PrefixCache::PrefixCache(CacheConfig config, SequenceStore& store, DiskStore* disk)
     : config_(std::move(config)), store_(store), disk_(disk) {
+  tree_.SetObserver(&index_);
   if (disk_) {
     for (const auto& e : disk_->Scan()) {
       PrefixTree::Node* node = tree_.Insert(e.ns, e.tokens);
@@ -335,7 +336,7 @@ Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
   PrefixTree::Node* node = nullptr;
   State* s = tree_.FindState(id, &node);
   if (s == nullptr) return Internal("state vanished");
-  s->last_used = tree_.Tick();
+  tree_.Touch(id);
   if (s->tier != Tier::kDisk) {
     restored_bytes_ += Bytes(*s).size();
     return store_.Restore(seq, Bytes(*s), partial);
@@ -354,7 +355,7 @@ Status PrefixCache::Execute(int32_t seq, const Source& src, int32_t depth) {
   State* a = tree_.FindState(src.attention);
   if (a == nullptr) return Internal("state vanished");
   if (a->kind == StateKind::kDevice) {
-    a->last_used = tree_.Tick();
+    tree_.Touch(src.attention);
     store_.Copy(a->seq, seq, depth);
   } else {
     HEARTH_RETURN_IF_ERROR(RestoreSerialized(src.attention, seq, /*partial=*/false));
@@ -562,30 +563,18 @@ void PrefixCache::Unlend(int32_t seq) {
 }
 
 // Drops RAM states, least valuable first, until the budget holds. Value: tokens of
-// recompute a state saves per byte, discounted by how long ago it was used. States go to
-// disk first when a disk tier exists.
+// recompute a state saves per byte, discounted by how long ago it was used. The newest
+// state of each conversation (nothing stored below it) goes only when nothing else is
+// left: it is where that conversation's next turn resumes. The index keeps that order
+// (eviction_order.h). States go to disk first when a disk tier exists.
 void PrefixCache::EnforceRamBudget() {
   while (ram_bytes_ > config_.ram_budget_bytes) {
-    // The newest state of each conversation (nothing stored below it) goes only when
-    // nothing else is left: it is where that conversation's next turn resumes.
-    uint64_t victim = 0;
-    for (const bool spare_newest : {true, false}) {
-      double worst = 0;
-      const int64_t now = tree_.Tick();
-      tree_.ForEachState([&](PrefixTree::Node* n, State& s) {
-        if (s.tier != Tier::kRam || s.pins > 0) return;
-        if (spare_newest && !PrefixTree::HasStateBelow(n)) return;
-        const double age = static_cast<double>(now - s.last_used);
-        const double value =
-            static_cast<double>(n->depth) / static_cast<double>(std::max<size_t>(s.bytes, 1)) / (1.0 + age);
-        if (victim == 0 || value < worst) {
-          victim = s.id;
-          worst = value;
-        }
-      });
-      if (victim != 0) break;
-    }
-    if (victim == 0) break;
+    std::optional<EvictionOrder::Entry> lowest = index_.NextRamVictim(tree_.Tick());
+    // Newest states are ranked a tick later, as when they were a second pass over the
+    // tree: the clock, and so every later choice, runs as it did.
+    if (!lowest || lowest->newest) lowest = index_.NextRamVictim(tree_.Tick());
+    if (!lowest) break;
+    const uint64_t victim = lowest->id;
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(victim, &node);
     auto it = ram_.find(victim);
@@ -614,11 +603,12 @@ void PrefixCache::Forget(uint64_t id) {
 }
 
 void PrefixCache::ForgetDiskKeys(const std::vector<uint64_t>& keys) {
-  if (keys.empty()) return;
   std::vector<uint64_t> gone;
-  tree_.ForEachState([&](PrefixTree::Node*, State& s) {
-    if (s.tier == Tier::kDisk && std::find(keys.begin(), keys.end(), s.disk_key) != keys.end()) gone.push_back(s.id);
-  });
+  for (uint64_t key : keys) {
+    for (uint64_t id : index_.DiskStates(key)) gone.push_back(id);
+  }
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
   for (uint64_t id : gone) Forget(id);
 }
 
@@ -632,7 +622,7 @@ int PrefixCache::WriteBehind(const std::function<bool()>& should_stop) {
   if (disk_ == nullptr || !unwritten_) return 0;
   PrefixTree::PruneScope scope(tree_);
   std::vector<std::pair<int64_t, uint64_t>> todo;  // (last_used, id)
-  tree_.ForEachState([&](PrefixTree::Node* n, State& s) {
+  tree_.ForEachState([&](const PrefixTree::Node* n, const State& s) {
     if (s.tier == Tier::kDisk || HasDiskTwin(n, s.kind)) return;
     // A reply another sequence took over is dropped, not kept (see Adopt).
     if (s.kind == StateKind::kDevice && DroppableAt(n, s)) return;
@@ -682,6 +672,15 @@ std::vector<Token> PrefixCache::EarlierContinuation(const std::string& ns, std::
   }
   while (!node->children.empty()) node = node->children.begin()->second.get();
   return tree_.PathTokens(node);
+}
+
+std::string PrefixCache::CheckInvariants() const {
+  std::string err = tree_.CheckInvariants();
+  err += index_.CheckAgainst(tree_);
+  size_t bytes = 0;
+  for (const auto& [id, b] : ram_) bytes += b.size();
+  if (bytes != ram_bytes_) err += "RAM bytes miscounted; ";
+  return err;
 }
 
 CacheStats PrefixCache::stats() const {

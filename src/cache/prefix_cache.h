@@ -18,7 +18,7 @@
 //  1. Each managed sequence is exactly one of: free, lent to a request (Acquire ..
 //     Adopt/Release), or cached (a kDevice state in the tree).
 //  2. bytes in RAM <= ram_budget after every public call (states are moved to disk or
-//     dropped, lowest value first).
+//     dropped, lowest value first: see eviction_order.h).
 //  3. Every public call runs inside one PrefixTree::PruneScope, so no tree node it holds
 //     is freed before it returns (a failed restore or an eviction halfway through frees
 //     nothing under its feet). No Node* is kept across calls but pinned ones (lent_).
@@ -37,6 +37,7 @@
 #include "base/status.h"
 #include "cache/prefix_tree.h"
 #include "cache/sequence_store.h"
+#include "cache/state_index.h"
 
 namespace hearth::cache {
 
@@ -183,7 +184,8 @@ class PrefixCache {
   // The tree summarized for GET /v1/cache: counters, tiers, and at most
   // `max_conversations` conversations, the most recently used first.
   CacheSummary Summarize(size_t max_conversations) const;
-  std::string CheckInvariants() const { return tree_.CheckInvariants(); }
+  // Empty string when the tree's invariants hold and the index agrees with it.
+  std::string CheckInvariants() const;
 
  private:
   struct Source;
@@ -215,6 +217,7 @@ class PrefixCache {
   CacheConfig config_;
   SequenceStore& store_;
   DiskStore* disk_;
+  StateIndex index_;  // follows tree_ (its observer), so outlives it
   PrefixTree tree_;
   std::unordered_map<int32_t, uint64_t> device_state_of_seq_;  // cached sequences
   // Sequences lent to requests, with the node a cached sequence was taken over at

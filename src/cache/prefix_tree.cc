@@ -4,6 +4,21 @@
 
 namespace hearth::cache {
 
+namespace {
+
+// The states on `node` and below it; checks invariant 4 on the way.
+size_t CountStates(const PrefixTree::Node* node, std::string& err) {
+  size_t below = 0;
+  for (const auto& [tok, child] : node->children) below += CountStates(child.get(), err);
+  if (below != node->n_states_below) {
+    err += "node at depth " + std::to_string(node->depth) + " counts " + std::to_string(node->n_states_below) +
+           " states below it, holds " + std::to_string(below) + "; ";
+  }
+  return below + node->states.size();
+}
+
+}  // namespace
+
 const char* StateKindName(StateKind kind) {
   switch (kind) {
     case StateKind::kDevice: return "device";
@@ -86,6 +101,7 @@ PrefixTree::Node* PrefixTree::Insert(const std::string& ns, std::span<const Toke
     mid->edge.assign(next->edge.begin(), next->edge.begin() + static_cast<std::ptrdiff_t>(k));
     mid->depth = node->depth + static_cast<int>(k);
     std::unique_ptr<Node> lower = std::move(child->second);
+    mid->n_states_below = lower->n_states_below + lower->states.size();
     lower->edge.erase(lower->edge.begin(), lower->edge.begin() + static_cast<std::ptrdiff_t>(k));
     lower->parent = mid.get();
     const Token lower_first = lower->edge.front();
@@ -104,7 +120,24 @@ uint64_t PrefixTree::AddState(Node* node, State state) {
   if (state.last_used == 0) state.last_used = Tick();
   node->states.push_back(state);
   index_[state.id] = node;
+  CountBelow(node, /*added=*/true);
+  if (observer_) observer_->StateAdded(node, state);
   return state.id;
+}
+
+void PrefixTree::CountBelow(Node* node, bool added) {
+  for (Node* n = node->parent; n != nullptr; n = n->parent) {
+    n->n_states_below = added ? n->n_states_below + 1 : n->n_states_below - 1;
+    if (observer_ && n->n_states_below == (added ? 1u : 0u)) observer_->BelowChanged(n);
+  }
+}
+
+void PrefixTree::Touch(uint64_t id) {
+  Node* node = nullptr;
+  State* s = FindState(id, &node);
+  if (s == nullptr) return;
+  s->last_used = Tick();
+  if (observer_) observer_->StateUsed(node, *s);
 }
 
 State* PrefixTree::FindState(uint64_t id, Node** node_out) {
@@ -123,7 +156,11 @@ bool PrefixTree::RemoveState(uint64_t id) {
   if (it == index_.end()) return false;
   Node* node = it->second;
   index_.erase(it);
-  std::erase_if(node->states, [id](const State& s) { return s.id == id; });
+  auto s = std::find_if(node->states.begin(), node->states.end(), [id](const State& x) { return x.id == id; });
+  const State gone = *s;
+  node->states.erase(s);
+  CountBelow(node, /*added=*/false);
+  if (observer_) observer_->StateRemoved(node, gone);
   Prune(node);
   return true;
 }
@@ -201,17 +238,10 @@ void PrefixTree::Visit(Node* node, const std::function<void(Node*)>& fn) const {
   for (auto& [tok, child] : node->children) Visit(child.get(), fn);
 }
 
-bool PrefixTree::HasStateBelow(const Node* node) {
-  for (const auto& [tok, child] : node->children) {
-    if (!child->states.empty() || HasStateBelow(child.get())) return true;
-  }
-  return false;
-}
-
-void PrefixTree::ForEachState(const std::function<void(Node*, State&)>& fn) {
-  for (auto& [ns, root] : roots_) {
-    Visit(root.get(), [&](Node* n) {
-      for (auto& s : n->states) fn(n, s);
+void PrefixTree::ForEachState(const std::function<void(const Node*, const State&)>& fn) const {
+  for (const auto& [ns, root] : roots_) {
+    Visit(root.get(), [&](const Node* n) {
+      for (const auto& s : n->states) fn(n, s);
     });
   }
 }
@@ -245,6 +275,7 @@ std::string PrefixTree::CheckInvariants() const {
       if (n->states.empty() && n->pins == 0 && n->children.size() < 2) err += "useless node at depth " + std::to_string(n->depth) + "; ";
     });
   }
+  for (const auto& [ns, root] : roots_) CountStates(root.get(), err);
   if (nodes != n_nodes_) err += "node count " + std::to_string(n_nodes_) + " != " + std::to_string(nodes) + "; ";
   if (states != index_.size()) err += "state index size mismatch; ";
   if (defer_depth_ == 0 && !prune_pending_.empty()) err += "nodes left to prune outside a PruneScope; ";

@@ -22,6 +22,10 @@
 // path, a candidate list) stays valid until the scope ends. Insert never frees a node
 // (it splits edges by adding nodes above existing ones).
 //
+// Views of the states kept elsewhere (the cache's eviction order) follow the tree through
+// its Observer: a state's tier, bytes and node never change once added (a move to
+// another tier is a new state), and its last_used changes only through Touch.
+//
 // Thread safety: none; owned by the engine loop thread.
 //
 // Invariants (CheckInvariants verifies them):
@@ -30,6 +34,7 @@
 //  2. A non-root node has a state, or at least two children (no useless chain nodes),
 //     or is pinned.
 //  3. Every state hangs on exactly one node, at the position it describes.
+//  4. A node's n_states_below is the number of states on the nodes below it.
 #pragma once
 
 #include <cstdint>
@@ -76,12 +81,28 @@ class PrefixTree {
     std::unordered_map<Token, std::unique_ptr<Node>> children;  // by first edge token
     std::vector<State> states;
     int pins = 0;  // nodes pinned stay even without states (e.g. a request's resume point)
+    size_t n_states_below = 0;  // states on the nodes below this one (invariant 4)
     std::string ns;  // roots only: the namespace
   };
 
   PrefixTree() = default;
   PrefixTree(const PrefixTree&) = delete;
   PrefixTree& operator=(const PrefixTree&) = delete;
+
+  // Told of each change to the tree's states, right after it, by the tree's calls that
+  // make it. Observers must not change the tree from these calls.
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    virtual void StateAdded(const Node* node, const State& s) = 0;
+    virtual void StateRemoved(const Node* node, const State& s) = 0;
+    // Touch changed s.last_used.
+    virtual void StateUsed(const Node* node, const State& s) = 0;
+    // HasStateBelow(node) changed.
+    virtual void BelowChanged(const Node* node) = 0;
+  };
+  // At most one; nullptr for none. REQUIRES: it outlives the tree or is unset first.
+  void SetObserver(Observer* observer) { observer_ = observer; }
 
   // The deepest position of `tokens` that the tree holds in namespace `ns`, and the nodes
   // on the way (root first). A match ending inside an edge reports the edge's lower node
@@ -115,8 +136,11 @@ class PrefixTree {
 
   // Adds a state to `node`; returns its id.
   uint64_t AddState(Node* node, State state);
-  // Finds a state by id; nullptr when gone.
+  // Finds a state by id; nullptr when gone. REQUIRES: the caller changes no field that
+  // observers follow (see above) but through the tree's calls.
   State* FindState(uint64_t id, Node** node_out = nullptr);
+  // Sets a state's last_used to a new Tick(). No-op when gone.
+  void Touch(uint64_t id);
   // Removes a state and prunes nodes left useless (at the end of a PruneScope, inside
   // one). Returns false when not found.
   bool RemoveState(uint64_t id);
@@ -127,11 +151,11 @@ class PrefixTree {
   std::vector<Token> PathTokens(const Node* node) const;
 
   // Whether any node below `node` holds a state (false: a state on `node` is the newest
-  // of its conversation).
-  static bool HasStateBelow(const Node* node);
+  // of its conversation). O(1).
+  static bool HasStateBelow(const Node* node) { return node->n_states_below > 0; }
 
-  // Visits every state (for eviction and reporting).
-  void ForEachState(const std::function<void(Node*, State&)>& fn);
+  // Visits every state (for write-behind and checks: O(nodes)).
+  void ForEachState(const std::function<void(const Node*, const State&)>& fn) const;
   // Visits every node without children below a root: where a conversation's tokens end.
   void ForEachLeaf(const std::function<void(const Node*)>& fn) const;
 
@@ -153,6 +177,9 @@ class PrefixTree {
   void Prune(Node* node);
   void PruneNow(Node* node);
   void Visit(Node* node, const std::function<void(Node*)>& fn) const;
+  // Counts a state added at (or removed from) `node` in n_states_below of the nodes above
+  // it, telling the observer of those whose HasStateBelow changed.
+  void CountBelow(Node* node, bool added);
 
   std::map<std::string, std::unique_ptr<Node>> roots_;
   std::unordered_map<uint64_t, Node*> index_;  // state id -> node
@@ -161,6 +188,7 @@ class PrefixTree {
   int64_t clock_ = 0;
   int defer_depth_ = 0;                     // open PruneScopes
   std::unordered_set<Node*> prune_pending_;  // nodes to prune when the last scope ends
+  Observer* observer_ = nullptr;
 };
 
 }  // namespace hearth::cache

@@ -124,5 +124,46 @@ TEST(PrefixTreeTest, InsideAPruneScopeNoNodeIsFreed) {
   EXPECT_EQ(t.CheckInvariants(), "");
 }
 
+// Each node counts the states below it (what makes HasStateBelow O(1)), through edge
+// splits, merges and deferred pruning.
+TEST(PrefixTreeTest, NodesCountTheStatesBelowThem) {
+  PrefixTree t;
+  auto* deep = t.Insert("ns", Tokens{1, 2, 3, 4, 5});
+  const uint64_t a = t.AddState(deep, Partial());
+  auto* mid = t.Insert("ns", Tokens{1, 2, 3});  // splits deep's edge
+  const uint64_t b = t.AddState(mid, Partial());
+  EXPECT_EQ(mid->n_states_below, 1u) << "the split node takes over the count of what lies below it";
+  EXPECT_TRUE(PrefixTree::HasStateBelow(mid));
+  EXPECT_FALSE(PrefixTree::HasStateBelow(deep));
+  t.AddState(t.Insert("ns", Tokens{1, 2, 7}), Partial());
+  PrefixTree::Node* fork = mid->parent;
+  ASSERT_EQ(fork->depth, 2);
+  EXPECT_EQ(fork->n_states_below, 3u);
+  EXPECT_EQ(t.CheckInvariants(), "");
+  {
+    PrefixTree::PruneScope scope(t);
+    ASSERT_TRUE(t.RemoveState(a));
+    EXPECT_EQ(fork->n_states_below, 2u) << "counts follow at once, pruning waits";
+    EXPECT_FALSE(PrefixTree::HasStateBelow(mid));
+  }
+  ASSERT_TRUE(t.RemoveState(b));  // mid merges into nothing: it is a leaf now, freed
+  EXPECT_EQ(t.CheckInvariants(), "");
+}
+
+TEST(PrefixTreeTest, CheckInvariantsCatchesAWrongCountOfStatesBelow) {
+  PrefixTree t;
+  auto* a = t.Insert("ns", Tokens{1, 2, 3, 4});
+  t.AddState(a, Partial());
+  t.AddState(t.Insert("ns", Tokens{1, 2, 9}), Partial());
+  PrefixTree::Node* fork = a->parent;
+  ASSERT_EQ(fork->n_states_below, 2u);
+  EXPECT_EQ(t.CheckInvariants(), "");
+  fork->n_states_below = 1;
+  EXPECT_NE(t.CheckInvariants().find("states below"), std::string::npos) << t.CheckInvariants();
+  fork->n_states_below = 2;
+  a->n_states_below = 1;  // a leaf
+  EXPECT_NE(t.CheckInvariants().find("states below"), std::string::npos) << t.CheckInvariants();
+}
+
 }  // namespace
 }  // namespace hearth::cache
