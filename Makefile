@@ -4,7 +4,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 MODELS    ?= $(BUILD)/models
 HEARTH    := $(BUILD)/src/hearth
 
-.PHONY: all deps llama configure build test test-asan demo models clean
+.PHONY: all deps llama configure build test test-asan fuzz fuzz-build fuzz-smoke demo models clean
 
 all: build
 
@@ -44,9 +44,31 @@ test-asan: llama
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) $(if $(ASAN_TESTS),-R '$(ASAN_TESTS)')
 
+# libFuzzer targets (tests/fuzz/) under ASan + UBSan, built with clang in their own build
+# folder. `make fuzz`: each target for FUZZ_SECONDS, one at a time (FUZZ_TARGETS: a subset);
+# `make fuzz-smoke`: the seeds and a fixed few thousand inputs of each, as CI runs them.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= utf8 json_fields openai_request anthropic_request state_file disk_store stabilizer \
+                detokenizer output_parser request_builder
+fuzz-build: llama
+	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) \
+	  -DHEARTH_LLAMA_PREFIX="$$(bash scripts/build-llama.sh)" -DHEARTH_FUZZ=ON -DHEARTH_BUILD_TESTS=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target hearth_fuzz
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/fuzz-logs
+	@for t in $(FUZZ_TARGETS); do echo "== fuzz $$t, $(FUZZ_SECONDS) s (log: $(FUZZ_BUILD)/fuzz-logs/$$t.log)"; \
+	  if FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh $(FUZZ_BUILD) $$t > $(FUZZ_BUILD)/fuzz-logs/$$t.log 2>&1; then \
+	    grep -E '^stat::number_of_executed_units' $(FUZZ_BUILD)/fuzz-logs/$$t.log; \
+	  else tail -40 $(FUZZ_BUILD)/fuzz-logs/$$t.log; exit 1; fi; done
+
+fuzz-smoke: fuzz-build
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz -j $(JOBS)
+
 # Small model (made once), hearth serve, a short multi-turn `hearth bench` session.
 demo: build
 	@bash scripts/demo.sh $(HEARTH) $(MODELS) $(BUILD)/demo-results
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

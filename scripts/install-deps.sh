@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev libre2-dev
       libssl-dev    # libcrypto: HMAC-SHA256 for API-key cache namespaces
       libbenchmark-dev  # Google Benchmark: build/src/hearth_cache_bench (optional)
-      gnuplot-nox)  # gnuplot: `hearth bench` plots
+      gnuplot-nox   # gnuplot: `hearth bench` plots
+      clang libclang-rt-dev)  # libFuzzer and the sanitizer runtimes: `make fuzz`
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

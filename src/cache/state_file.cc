@@ -36,6 +36,7 @@ std::string EncodeStateHeader(const StateHeader& h) {
 bool DecodeStateHeader(std::istream& in, StateHeader* h, size_t* header_size, std::string* why) {
   std::string raw(sizeof(kMagic), '\0');
   auto get = [&](void* dst, size_t n) {
+    if (n == 0) return true;  // dst may be an empty vector's null data(): memcpy must not see it
     std::string tmp(n, '\0');
     if (!in.read(tmp.data(), static_cast<std::streamsize>(n))) return false;
     std::memcpy(dst, tmp.data(), n);

@@ -86,5 +86,23 @@ TEST(StateFileTest, HeaderRoundTripsAndChecksumCatchesAFlippedByte) {
   EXPECT_FALSE(DecodeStateHeader(bad, &back, &size, &why));
 }
 
+// Found by tests/fuzz (state_file): a header with no tokens and an empty namespace had
+// the decoder memcpy zero bytes into an empty vector's data(), a null pointer, which is
+// undefined behaviour (UBSan, `make test-asan`, stops here without the fix).
+TEST(StateFileTest, HeaderWithNoTokensAndNoNamespaceRoundTrips) {
+  StateHeader h;
+  h.kind = StateKind::kPartial;
+  const std::string encoded = EncodeStateHeader(h);
+  std::istringstream in(encoded);
+  StateHeader back;  // tokens empty, data() null: where the decoder copied zero bytes to
+  size_t size = 0;
+  std::string why;
+  ASSERT_TRUE(DecodeStateHeader(in, &back, &size, &why)) << why;
+  EXPECT_EQ(size, encoded.size());
+  EXPECT_TRUE(back.ns.empty());
+  EXPECT_TRUE(back.tokens.empty());
+  EXPECT_EQ(back.kind, StateKind::kPartial);
+}
+
 }  // namespace
 }  // namespace hearth::cache
