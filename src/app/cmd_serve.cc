@@ -4,13 +4,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "app/commands.h"
 #include "engine/chat_template.h"
+#include "engine/memory.h"
 #include "engine/model.h"
 #include "server/api_keys.h"
+#include "server/context_size.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 
@@ -24,6 +27,7 @@ struct ServeFlags {
   std::vector<std::string> api_keys;  // --api-key
   std::string api_key_file;
   server::EngineConfig engine;
+  std::optional<int> ctx_size;  // -c; unset: sized from the model and memory
   std::vector<std::string> stabilize;
   bool stabilize_drop = false;
   int cache_sequences = 2;
@@ -57,11 +61,63 @@ Status SetUpApiKeys(ServeFlags& f) {
   return Status::Ok();
 }
 
+// Sets the KV cells and the per-sequence limit (server/context_size.h) and logs what it
+// chose and why. `memory` is from before the model was loaded: a GPU's free memory then
+// still holds the weights that reserved_bytes counts.
+Status SizeContext(ServeFlags& f, const StatusOr<engine::ContextMemory>& memory, const engine::ModelInfo& info) {
+  server::ContextSizeInputs in;
+  in.requested_cells = f.ctx_size;
+  in.n_ctx_train = info.n_ctx_train;
+  if (memory.ok()) in.budgets = server::BudgetsFor(*memory, f.engine.cache_ram_bytes);
+  const server::ContextSizeChoice choice = server::ChooseContextSize(in);
+  f.engine.context.n_ctx = choice.n_ctx;
+  f.engine.n_ctx_seq = choice.n_ctx_seq;
+  HEARTH_RETURN_IF_ERROR(f.engine.context.Validate());
+
+  using server::FormatBytes;
+  const int n_seq = f.engine.context.n_seq_max;
+  std::fprintf(stderr, "hearth: context %s; shared by %d parallel and %d cached sequences\n",
+               server::ExplainContextSize(in, choice).c_str(), f.engine.n_parallel, n_seq - f.engine.n_parallel);
+  if (!memory.ok()) {
+    std::fprintf(stderr, "hearth: memory not measured: %s\n", memory.status().message().c_str());
+  } else {
+    const double kv = memory->kv_bytes_per_cell;
+    const double recurrent = static_cast<double>(memory->recurrent_bytes_per_seq);
+    std::string pools;
+    for (const auto& p : memory->pools) {
+      const double need = static_cast<double>(p.weights_bytes + p.fixed_bytes) +
+                          (p.kv_bytes_per_cell + p.compute_bytes_per_cell) * choice.n_ctx;
+      if (p.weights_bytes == 0 && need == 0) continue;
+      pools += "; " + p.name + " needs " + FormatBytes(need) + " of " + FormatBytes(static_cast<double>(p.free_bytes)) +
+               " free (weights " + FormatBytes(static_cast<double>(p.weights_bytes)) + ", compute " +
+               FormatBytes(p.compute_bytes_per_cell * choice.n_ctx) + ")";
+    }
+    std::fprintf(stderr, "hearth: memory: KV %s/cell (%s), recurrent %s/sequence (%s for %d)%s\n",
+                 FormatBytes(kv).c_str(), FormatBytes(kv * choice.n_ctx).c_str(), FormatBytes(recurrent).c_str(),
+                 FormatBytes(recurrent * n_seq).c_str(), n_seq, pools.c_str());
+  }
+  if (f.engine.prefix_cache) {
+    const std::string disk = f.engine.cache_dir.empty()
+                                 ? std::string("no disk tier (no --cache-dir)")
+                                 : "disk tier " + FormatBytes(static_cast<double>(f.engine.cache_disk_bytes)) + " in " +
+                                       f.engine.cache_dir;
+    std::fprintf(stderr, "hearth: cache tiers: RAM %s (host), %s\n",
+                 FormatBytes(static_cast<double>(f.engine.cache_ram_bytes)).c_str(), disk.c_str());
+  }
+  return Status::Ok();
+}
+
 int RunServe(ServeFlags f) {
   engine::InitBackend(f.verbose);
   f.engine.verbose = f.verbose;
+  f.engine.context.n_seq_max = f.engine.n_parallel + f.cache_sequences;
+  f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
+  f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
+  // Measured before the model loads, so free memory still includes what its weights take.
+  auto memory = engine::MeasureContextMemory(f.model_path, {}, f.engine.context);
   auto model = engine::Model::Load(f.model_path, {});
   if (!model.ok()) return Fail(model.status());
+  if (Status s = SizeContext(f, memory, (*model)->info()); !s.ok()) return Fail(s);
   std::string override_template;
   if (!f.chat_template_file.empty()) {
     std::ifstream in(f.chat_template_file);
@@ -76,9 +132,6 @@ int RunServe(ServeFlags f) {
   if (f.http.model_alias.empty()) f.http.model_alias = std::filesystem::path(f.model_path).stem().string();
 
   f.engine.cache_namespace = info.fingerprint + "|kv-f16";
-  f.engine.context.n_seq_max = f.engine.n_parallel + f.cache_sequences;
-  f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
-  f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
   server::EngineLoop loop(**model, f.engine);
   server::HttpServer http(f.http, **model, **tmpl, loop);
   if (Status s = loop.Start(); !s.ok()) return Fail(s);
@@ -103,7 +156,6 @@ int RunServe(ServeFlags f) {
 
 void RegisterServe(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
-  f->engine.context.n_ctx = 8192;
   f->engine.n_parallel = 2;
   CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI and Anthropic APIs");
   cmd->add_option("-m,--model", f->model_path, "GGUF model file")->required();
@@ -117,7 +169,8 @@ void RegisterServe(CLI::App& app) {
   cmd->add_flag("--cors", f->http.cors, "allow cross-origin browser requests");
   cmd->add_option("--alias", f->http.model_alias, "model id reported to clients (default: file name)");
   cmd->add_option("--chat-template-file", f->chat_template_file, "Jinja template to use instead of the model's");
-  cmd->add_option("-c,--ctx-size", f->engine.context.n_ctx, "KV cells shared by all sequences")->capture_default_str();
+  cmd->add_option("-c,--ctx-size", f->ctx_size,
+                  "KV cells shared by all sequences (default: the model's training context, capped by free memory)");
   cmd->add_option("-P,--parallel", f->engine.n_parallel, "requests decoded together")->capture_default_str();
   cmd->add_option("--cache-seqs", f->cache_sequences, "idle conversations kept on the device")->capture_default_str();
   cmd->add_option("--cache-ram", f->cache_ram_mib, "MiB of host RAM for cached states")->capture_default_str();
@@ -156,6 +209,7 @@ void RegisterServe(CLI::App& app) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);
     }
+    if (f->ctx_size) f->engine.context.n_ctx = *f->ctx_size;
     if (Status s = f->engine.context.Validate(); !s.ok()) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);

@@ -5,6 +5,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/llama_params.h"
 #include "engine/log_capture.h"
 #include "llama.h"
 
@@ -46,8 +47,7 @@ int Batch::Add(Token token, Pos pos, SeqId seq, bool want_logits) {
   return size() - 1;
 }
 
-StatusOr<std::unique_ptr<Context>> Context::Create(const Model& model, const ContextOptions& options) {
-  HEARTH_RETURN_IF_ERROR(options.Validate());
+llama_context_params LlamaContextParams(const ContextOptions& options) {
   llama_context_params p = llama_context_default_params();
   p.n_ctx = static_cast<uint32_t>(options.n_ctx);
   p.n_batch = static_cast<uint32_t>(options.n_batch);
@@ -60,6 +60,12 @@ StatusOr<std::unique_ptr<Context>> Context::Create(const Model& model, const Con
   p.kv_unified = true;
   p.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   p.no_perf = true;
+  return p;
+}
+
+StatusOr<std::unique_ptr<Context>> Context::Create(const Model& model, const ContextOptions& options) {
+  HEARTH_RETURN_IF_ERROR(options.Validate());
+  const llama_context_params p = LlamaContextParams(options);
   llama_context* ctx = llama_init_from_model(model.raw(), p);
   if (ctx == nullptr) {
     return ResourceExhausted("could not create a context with n_ctx=" + std::to_string(options.n_ctx) +

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "engine/llama_params.h"
 #include "engine/log_capture.h"
 #include "gguf.h"
 #include "llama.h"
@@ -65,6 +66,13 @@ std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, const llama_model* mod
 
 ScopedLogCapture::ScopedLogCapture() : previous_(g_log_capture) { g_log_capture = &text_; }
 ScopedLogCapture::~ScopedLogCapture() { g_log_capture = previous_; }
+
+llama_model_params LlamaModelParams(const ModelOptions& options) {
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = options.n_gpu_layers;
+  if (!options.use_mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;
+  return mp;
+}
 
 void InitBackend(bool verbose) {
   static std::once_flag once;
@@ -136,10 +144,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const Mode
     return InvalidArgument(path + " is not a readable GGUF file (wrong format, or truncated header)");
   }
 
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = options.n_gpu_layers;
-  if (!options.use_mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;
-  llama_model* model = llama_model_load_from_file(path.c_str(), mp);
+  llama_model* model = llama_model_load_from_file(path.c_str(), LlamaModelParams(options));
   if (model == nullptr) {
     gguf_free(gguf);
     return InvalidArgument("llama.cpp could not load " + path +

@@ -21,7 +21,7 @@ Qwen3Shape ShapeFor(Preset preset) {
     // Qwen3-0.6B: hidden 1024, 28 layers, 16 query / 8 KV heads of 128, intermediate 3072.
     return {28, 1024, 3072, 16, 8, 128, 40960};
   }
-  return {4, 128, 256, 4, 2, 32, 32768};
+  return {4, 128, 256, 4, 2, 32, 40960};  // Qwen3's training context, as the small one
 }
 
 }  // namespace

@@ -511,9 +511,9 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
       CountSkippedBackground(1);
       continue;
     }
-    if (n_prompt > 0 && n_prompt < config_.context.n_ctx) return q;
+    if (n_prompt > 0 && n_prompt < config_.SeqPositions()) return q;
     q.stream->PushError(OutOfRange("the prompt has " + std::to_string(n_prompt) + " tokens; it must be between 1 and " +
-                                   std::to_string(config_.context.n_ctx - 1)));
+                                   std::to_string(config_.SeqPositions() - 1)));
   }
 }
 
@@ -692,7 +692,7 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
   if (r.stopped) {
     Finish(slot, api::FinishReason::kStopSequence, r.matched);
   } else if (static_cast<int>(slot.generated.size()) >= slot.task.max_tokens ||
-             ctx_->SeqLength(slot.seq) + 1 >= config_.context.n_ctx) {
+             ctx_->SeqLength(slot.seq) + 1 >= config_.SeqPositions()) {
     Finish(slot, api::FinishReason::kLength);
   } else {
     slot.pending = token;

@@ -25,6 +25,7 @@
 //     cache; it resumes, before any queued task is admitted, once no other request runs.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -59,6 +60,11 @@ struct EngineConfig {
   bool prefix_cache = true;        // false (--no-cache): no reuse, no snapshots, nothing kept; a baseline
   bool shadow_prefill = true;      // shadow.h; needs a progress callback
   int shadow_wait_ms = 0;          // tests: wait this long for each shadow render, for determinism
+  // Most positions one sequence may hold (server/context_size.h: the training context
+  // when the cells exceed it). Unset: context.n_ctx.
+  std::optional<int> n_ctx_seq;
+
+  int SeqPositions() const { return std::min(context.n_ctx, n_ctx_seq.value_or(context.n_ctx)); }
 };
 
 struct EngineStats {

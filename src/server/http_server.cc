@@ -62,7 +62,7 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
       model_(model),
       template_(chat_template),
       engine_(engine),
-      builder_(model, chat_template, engine.config().context.n_ctx, engine.config().cache_namespace,
+      builder_(model, chat_template, engine.config().SeqPositions(), engine.config().cache_namespace,
                config_.stabilizer),
       http_(std::make_unique<httplib::Server>()) {
   if (config_.warm_ahead) {

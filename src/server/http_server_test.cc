@@ -292,5 +292,35 @@ TEST_F(HttpServerTest, ConnectionsBeyondThePendingBoundAreClosed) {
   EXPECT_FALSE(pending.ClosedByServerWithin(1));
 }
 
+// A sequence holds at most n_ctx_seq positions (the training context when the cells
+// exceed it), whatever room the cells have: prompt and max_tokens are checked against it.
+TEST(HttpServerSeqLimitTest, PromptsAndRepliesFitTheSequenceLimit) {
+  EngineConfig ec;
+  ec.context.n_ctx = 4096;
+  ec.context.n_threads = 1;
+  ec.context.n_seq_max = 2;
+  ec.n_parallel = 1;
+  ec.n_ctx_seq = 512;
+  HttpConfig hc;
+  hc.warm_ahead = false;
+  TestServer server(ec, hc);
+  ASSERT_TRUE(server.ok());
+  auto ask = [&](const std::string& text, int max_tokens) {
+    json body = {{"model", "m"}, {"max_tokens", max_tokens}, {"messages", {{{"role", "user"}, {"content", text}}}}};
+    return server.client().Post("/v1/chat/completions", body.dump(), "application/json");
+  };
+  auto long_prompt = ask(std::string(3000, 'x') + " " + std::string(3000, 'y'), 1);
+  ASSERT_TRUE(long_prompt);
+  EXPECT_EQ(long_prompt->status, 400) << long_prompt->body;
+  EXPECT_NE(long_prompt->body.find("the context holds 512"), std::string::npos) << long_prompt->body;
+  auto long_reply = ask("Hello.", 1000);
+  ASSERT_TRUE(long_reply);
+  EXPECT_EQ(long_reply->status, 400) << long_reply->body;
+  EXPECT_NE(long_reply->body.find("max_tokens is 1000"), std::string::npos) << long_reply->body;
+  auto fits = ask("Hello.", 2);
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 200) << fits->body;
+}
+
 }  // namespace
 }  // namespace hearth::server

@@ -38,6 +38,7 @@ std::string TestModelPath(std::string_view arch) {
 std::string LlamaBinDir() { return HEARTH_LLAMA_BIN; }
 std::string LlamaModelsDir() { return HEARTH_LLAMA_MODELS; }
 std::string HearthBin() { return HEARTH_BIN; }
+std::string SourceDir() { return HEARTH_SOURCE_DIR; }
 
 std::string MakeTempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "hearth-test-XXXXXX").string();

@@ -22,6 +22,8 @@ std::string LlamaBinDir();
 std::string LlamaModelsDir();
 // The hearth executable.
 std::string HearthBin();
+// The repository's root (tests/e2e/fixtures, ...).
+std::string SourceDir();
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string MakeTempDir();
 

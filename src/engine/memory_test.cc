@@ -1,0 +1,46 @@
+#include "engine/memory.h"
+
+#include <gtest/gtest.h>
+
+#include "testing/test_env.h"
+
+namespace hearth::engine {
+namespace {
+
+ContextOptions Options(int n_seq_max) {
+  ContextOptions o;
+  o.n_seq_max = n_seq_max;
+  o.n_threads = 1;
+  return o;
+}
+
+TEST(MemoryTest, MeasuresKvPerCellAndRecurrentStateOfTheHybridModel) {
+  auto m = MeasureContextMemory(testing::TestModelPath("qwen35"), {}, Options(4));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->n_ctx_train, 262144);
+  // One attention layer in four, 2 KV heads of 64, K and V in f16.
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_cell, 1 * 2 * 64 * 2 * 2);
+  // Three DeltaNet layers, each with 4 value heads of 32 x 32 f32 and a conv state.
+  EXPECT_GT(m->recurrent_bytes_per_seq, 3u * 4 * 32 * 32 * 4);
+  ASSERT_FALSE(m->pools.empty());
+  EXPECT_TRUE(m->pools[0].host);
+  EXPECT_GT(m->pools[0].free_bytes, 0u);
+  EXPECT_GT(m->pools[0].weights_bytes, 0u);
+  // Without flash attention the attention scores grow with the cells attended over.
+  EXPECT_GT(m->pools[0].compute_bytes_per_cell, 0);
+}
+
+TEST(MemoryTest, AttentionOnlyModelHasNoRecurrentState) {
+  auto m = MeasureContextMemory(testing::TestModelPath("qwen3"), {}, Options(2));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->n_ctx_train, 40960);
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_cell, 4 * 2 * 32 * 2 * 2);  // 4 layers, 2 KV heads of 32
+  EXPECT_EQ(m->recurrent_bytes_per_seq, 0u);
+}
+
+TEST(MemoryTest, MissingFileIsNotFound) {
+  EXPECT_EQ(MeasureContextMemory("/nonexistent.gguf", {}, Options(1)).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace hearth::engine
