@@ -63,7 +63,7 @@ start_servers() {  # TAG
   pids+=($!)
   wait_healthy "http://127.0.0.1:$llama_port" "${pids[-1]}" "$out/llama-server-$1.log"
 }
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo -dirty)
 run_bench() {  # TAG GRID [flags...]
   local tag=$1 grid=$2
   shift 2
