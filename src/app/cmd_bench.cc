@@ -22,6 +22,7 @@ struct BenchFlags {
   std::string alternate = "session";
   std::string replay_flavor;
   std::string sweep;
+  std::string pressure;
   std::string diagnose;
   std::optional<int> max_tokens;
   std::optional<double> temperature = 0.0;
@@ -110,9 +111,27 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
       Usage("--sweep takes token counts like 256,1024,4096, not '" + s + "'");
     }
   }
-  // Sessions run when asked for, or when nothing else (replay, sweep) was.
+  if (!f.pressure.empty()) {
+    const size_t colon = f.pressure.find(':');
+    if (colon == std::string::npos) Usage("--pressure takes CONVERSATIONS:TOKENS, e.g. 8:2400 or 2,4,8:1024,4096");
+    auto ints = [&](const std::string& list, std::vector<int>* out) {
+      for (const std::string& s : SplitList(list)) {
+        try {
+          out->push_back(std::stoi(s));
+        } catch (...) {
+          Usage("--pressure takes numbers like 2,4,8:1024,4096, not '" + s + "'");
+        }
+        if (out->back() < 1) Usage("--pressure values must be >= 1");
+      }
+    };
+    ints(f.pressure.substr(0, colon), &c.pressure_conversations);
+    ints(f.pressure.substr(colon + 1), &c.pressure_lengths);
+    if (c.pressure_conversations.empty() || c.pressure_lengths.empty()) Usage("--pressure needs both lists");
+    if (c.pressure_turns < 2) Usage("--pressure-turns must be >= 2 (follow-ups are what is measured)");
+  }
+  // Sessions run when asked for, or when nothing else (replay, sweep, pressure) was.
   std::string scen = f.scenarios;
-  if (scen.empty() && c.replay_path.empty() && c.sweep_sizes.empty()) scen = "chat";
+  if (scen.empty() && c.replay_path.empty() && c.sweep_sizes.empty() && c.pressure_conversations.empty()) scen = "chat";
   for (const std::string& s : SplitList(scen)) {
     if (s == "all") {
       c.scenarios = bench::AllScenarios();
@@ -143,7 +162,7 @@ void RegisterBench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure multi-turn reuse and speed of hearth or any OpenAI/Anthropic-style server");
   cmd->footer(
-      "Scenarios: chat, chat-think, agent, interrupt, volatile, interleaved, grow, all.\n"
+      "Scenarios: chat, chat-think, agent, interrupt, volatile, interleaved, grow, all (pressure: see --pressure).\n"
       "Per request it records TTFT, end-to-end time, decode tokens/s, prompt / reused / prefilled tokens and the\n"
       "tokens new in the request (rendered with --render-model, or a server's /apply-template and /tokenize),\n"
       "then prefilled / new.\n"
@@ -152,6 +171,7 @@ void RegisterBench(CLI::App& app) {
       "  hearth bench http://127.0.0.1:8080 --compare http://127.0.0.1:8081 --label hearth --label llama-server\n"
       "  hearth bench --diagnose http://127.0.0.1:8081\n"
       "  hearth bench http://127.0.0.1:8080 --sweep 256,1024,4096\n"
+      "  hearth bench http://127.0.0.1:8080 --pressure 2,4,8,16:1024,2048,4096 --device-cells 8192\n"
       "  hearth bench http://127.0.0.1:8080 --replay my-agent-log.jsonl");
   cmd->add_option("url", f->url, "server base URL")->capture_default_str();
   cmd->add_option("--compare", f->compare, "more servers to measure alternately, same workload");
@@ -178,6 +198,11 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--replay", c.replay_path, "JSONL of recorded request bodies to replay");
   cmd->add_option("--replay-flavor", f->replay_flavor, "shape of the replayed bodies (default: detect)");
   cmd->add_option("--sweep", f->sweep, "cold/warm sweep over prompt sizes, e.g. 256,1024,4096");
+  cmd->add_option("--pressure", f->pressure,
+                  "memory pressure over CONVERSATIONS:TOKENS lists, e.g. 8:2400 or 2,4,8,16:1024,2048,4096");
+  cmd->add_option("--pressure-turns", c.pressure_turns, "turns per pressure conversation")->capture_default_str();
+  cmd->add_option("--device-cells", c.device_cells,
+                  "the servers' KV cells (-c), for working set / device cells (default: from /props)");
   cmd->add_option("--diagnose", f->diagnose, "probe one server for each cache failure mode");
   cmd->add_option("--restart-cmd", c.restart_cmd, "diagnose: command that restarts the server (restart probe)");
   cmd->add_option("--render-model", c.render.model_path,

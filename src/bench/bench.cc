@@ -2,12 +2,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 
 #include "bench/report.h"
+#include "bench/text.h"
 
 namespace hearth::bench {
 namespace {
@@ -48,6 +50,12 @@ Json BuildEnvironment(const BenchConfig& c, const Runner& runner) {
   spec["interrupt_after"] = c.spec.interrupt_after;
   spec["seed"] = c.spec.seed;
   spec["reps"] = c.reps;
+  if (!c.pressure_conversations.empty()) {
+    spec["pressure"] = {{"conversations", c.pressure_conversations},
+                        {"lengths", c.pressure_lengths},
+                        {"turns", c.pressure_turns},
+                        {"device_cells", c.device_cells > 0 ? Json(c.device_cells) : Json(nullptr)}};
+  }
   env["workload"] = spec;
   for (const auto& [k, v] : c.env) env["extra"][k] = v;
   return env;
@@ -74,7 +82,21 @@ std::string FormatNow(const char* format, bool utc) {
   return buf;
 }
 
-int FinishRun(const BenchConfig& config, const Runner& runner, const std::string& extra_markdown) {
+std::optional<int> DeviceCells(const BenchConfig& config, const Json& env) {
+  if (config.device_cells > 0) return config.device_cells;
+  for (const Json& s : env.value("servers", Json::array())) {
+    const Json props = s.value("info", Json::object()).value("props", Json::object());
+    if (!props.is_object()) continue;
+    const Json gen = props.value("default_generation_settings", Json::object());
+    for (const Json* j : {&props, &gen}) {
+      if (j->is_object() && j->contains("n_ctx") && (*j)["n_ctx"].is_number_integer()) return (*j)["n_ctx"].get<int>();
+    }
+  }
+  return std::nullopt;
+}
+
+int FinishRun(const BenchConfig& config, const Runner& runner, const std::string& extra_markdown,
+              const std::vector<PressurePoint>& pressure) {
   const std::vector<TurnRow>& rows = runner.rows();
   std::string summary = "# hearth bench results\n\n" + std::string("Command: `") + config.command_line + "`\n\n";
   if (!extra_markdown.empty()) summary += extra_markdown + "\n";
@@ -89,7 +111,7 @@ int FinishRun(const BenchConfig& config, const Runner& runner, const std::string
   }
   std::printf("\nResults: %s (rows.jsonl, turns.csv, env.json, summary.md)\n", config.out_dir.c_str());
   if (config.plots) {
-    PlotResult p = MakePlots(config.out_dir, rows, Labels(runner));
+    PlotResult p = MakePlots(config.out_dir, rows, Labels(runner), pressure);
     for (const std::string& f : p.files) std::printf("Plot: %s\n", f.c_str());
     if (!p.message.empty()) std::printf("Plots: %s\n", p.message.c_str());
   }
@@ -122,7 +144,32 @@ int RunBench(const BenchConfig& config) {
   if (!config.sweep_sizes.empty()) {
     for (int rep = 0; rep < config.reps; ++rep) runner.Sweep(config.sweep_sizes, config.spec.seed, rep);
   }
-  return FinishRun(config, runner, "");
+  // Memory pressure, smallest working set first. The servers' caches keep what earlier
+  // points left, as a server's would; the nonce and the seed keep points from sharing text.
+  std::vector<PressureShape> shapes;
+  for (int length : config.pressure_lengths) {
+    for (int n : config.pressure_conversations) shapes.push_back({n, length, config.pressure_turns});
+  }
+  std::sort(shapes.begin(), shapes.end(), [](const PressureShape& a, const PressureShape& b) {
+    return static_cast<long>(a.n_conversations) * a.conversation_tokens < static_cast<long>(b.n_conversations) * b.conversation_tokens;
+  });
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    for (int rep = 0; rep < config.reps; ++rep) {
+      WorkloadSpec spec = PressureSpec(config.spec, shapes[i]);
+      spec.seed = MixSeed(config.spec.seed, 0x707073, i);
+      spec.rep = rep;
+      Workload w = MakeWorkload(spec);
+      w.name = PressureName(shapes[i]);
+      runner.Run(w);
+    }
+  }
+  if (shapes.empty()) return FinishRun(config, runner, "", {});
+  const std::optional<int> cells = DeviceCells(config, runner.Environment());
+  if (!cells) {
+    std::fprintf(stderr, "hearth bench: device cells unknown (pass --device-cells, the servers' -c): no pressure plot\n");
+  }
+  const std::vector<PressurePoint> points = SummarizePressure(runner.rows(), shapes, Labels(runner), cells);
+  return FinishRun(config, runner, PressureMarkdown(points, runner.rows(), cells, shapes.size() == 1), points);
 }
 
 }  // namespace hearth::bench

@@ -6,6 +6,8 @@
 //    folder (report.h) and prints a per-turn table and a Markdown summary.
 //  - RunDiagnose runs one short probe per known cache failure mode against one server
 //    and prints a verdict table.
+//  - With a pressure grid, RunBench also runs each memory-pressure point (pressure.h) and
+//    adds its table and plot.
 //
 // What is measured per request, and how "new tokens" are computed: results.h, render.h.
 //
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/pressure.h"
 #include "bench/runner.h"
 #include "bench/workload.h"
 
@@ -33,6 +36,14 @@ struct BenchConfig {
   std::optional<Flavor> replay_flavor;
   std::optional<int> replay_max_tokens;
   std::vector<int> sweep_sizes;
+  // Memory pressure (pressure.h): every conversations × length pair of the grid, after the
+  // scenarios; empty: none. Each point's turns are pressure_turns.
+  std::vector<int> pressure_conversations;
+  std::vector<int> pressure_lengths;
+  int pressure_turns = 4;
+  // The servers' KV cells (-c), for working set ÷ device cells; 0: from /props (llama-server
+  // reports n_ctx), else unknown.
+  int device_cells = 0;
   std::string out_dir;          // results folder
   bool plots = true;
   bool print_turns = true;
@@ -54,6 +65,11 @@ int RunBench(const BenchConfig& config);
 int RunDiagnose(const BenchConfig& config);
 
 // Shared by both: writes the folder, plots, and prints where things are. Returns 0 or 1.
-int FinishRun(const BenchConfig& config, const Runner& runner, const std::string& extra_markdown);
+int FinishRun(const BenchConfig& config, const Runner& runner, const std::string& extra_markdown,
+              const std::vector<PressurePoint>& pressure);
+
+// config.device_cells, else the n_ctx a server's /props reports (`env` is
+// Runner::Environment()), else nullopt.
+std::optional<int> DeviceCells(const BenchConfig& config, const Json& env);
 
 }  // namespace hearth::bench

@@ -1,10 +1,12 @@
 // hearth bench --diagnose: one short probe per cache failure mode, and a verdict table.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "bench/bench.h"
+#include "bench/pressure.h"
 #include "bench/render.h"
 
 namespace hearth::bench {
@@ -18,6 +20,9 @@ struct Probe {
   int n_sessions = 1;
   int interrupt_every = 3;
   bool restart = false;
+  // Memory pressure: conversations of this many tokens each, and follow-ups are judged
+  // against kPressureLimit instead of the target.
+  std::optional<int> pressure_tokens;
 };
 
 struct Verdict {
@@ -45,6 +50,41 @@ std::string DescribeDiff(const TurnRow& prev, const TurnRow& next) {
   return "byte " + std::to_string(d.offset) + ", after «…" + EscapeForLine(d.context.substr(d.context.size() > 30 ? d.context.size() - 30 : 0)) +
          "»: turn " + std::to_string(prev.turn + 1) + " had «" + EscapeForLine(d.prev_text.substr(0, 40)) + "», turn " +
          std::to_string(next.turn + 1) + " has «" + EscapeForLine(d.next_text.substr(0, 40)) + "»";
+}
+
+// The pressure probe: how many follow-ups prefilled more than kPressureLimit × new, where
+// their reuse came from, and, for the first, why hearth says reuse stopped.
+Verdict JudgePressure(const Probe& p, const std::vector<TurnRow>& rows, const std::vector<std::string>& servers) {
+  Verdict v{p.name, p.what};
+  const PressureShape shape{p.n_sessions, *p.pressure_tokens, p.n_turns};
+  std::vector<TurnRow> mine;
+  for (const TurnRow& r : rows) {
+    if (r.scenario != p.name) continue;
+    mine.push_back(r);
+    mine.back().scenario = PressureName(shape);
+  }
+  const std::vector<PressurePoint> points = SummarizePressure(mine, {shape}, servers, std::nullopt);
+  if (points.empty() || points[0].n_follow_ups == 0) {
+    v.verdict = "unknown: no follow-up could be judged (no cached-token count, or every request failed)";
+    return v;
+  }
+  const PressurePoint& pt = points[0];
+  v.ratio = pt.ratio;
+  std::string sources;
+  for (const auto& [k, n] : pt.sources) sources += (sources.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  for (const TurnRow& r : mine) {
+    if (OverPressureLimit(r) != std::optional<bool>(true)) continue;
+    v.broke_at = r.turn + 1;
+    v.differed = "conversation " + std::to_string(r.session) + ": prefilled " + std::to_string(*r.prefilled_tokens()) +
+                 " for " + std::to_string(*r.new_tokens) + " new, reuse from " + ReuseSource(r) +
+                 (r.reuse_stopped.empty() ? "" : ", reuse stopped: " + EscapeForLine(r.reuse_stopped));
+    break;
+  }
+  const std::string errors = pt.n_failed > 0 ? ", " + std::to_string(pt.n_failed) + " failed requests" : "";
+  v.verdict = (pt.n_over == 0 ? "ok: " : "reuse lost: ") + std::to_string(pt.n_over) + " of " +
+              std::to_string(pt.n_follow_ups) + " follow-ups over " + FormatNumber(kPressureLimit) + " (reuse from " +
+              sources + errors + ")";
+  return v;
 }
 
 Verdict Judge(const Probe& p, const std::vector<TurnRow>& rows) {
@@ -96,7 +136,22 @@ void Restart(const std::string& cmd, const ServerClient& client) {
 }  // namespace
 
 int RunDiagnose(const BenchConfig& config) {
+  Runner runner(config.targets, config.render, config.run);
+  if (Status s = runner.Start(); !s.ok()) {
+    std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
+    return 1;
+  }
   const int n_evict = config.spec.n_sessions > 1 ? config.spec.n_sessions : 6;
+  const int n_pressure = config.spec.n_sessions > 1 ? config.spec.n_sessions : 8;
+  // Four times the device cells when they are known, else about 2.5 times hearth's default.
+  const std::optional<int> cells = DeviceCells(config, runner.Environment());
+  const int pressure_tokens = cells ? std::max(PressureShape{}.conversation_tokens, 4 * *cells / n_pressure)
+                                    : PressureShape{}.conversation_tokens;
+  Probe pressure{"pressure",
+                 std::to_string(n_pressure) + " conversations of ~" + std::to_string(pressure_tokens) +
+                     " tokens, own system prompts, round-robin",
+                 Scenario::kPressure, PressureShape{}.n_turns, n_pressure};
+  pressure.pressure_tokens = pressure_tokens;
   const std::vector<Probe> probes = {
       {"baseline", "plain chat, nothing unusual", Scenario::kChat, 4},
       {"volatile-line", "a request id and timestamp early in the system prompt", Scenario::kVolatile, 4},
@@ -105,12 +160,8 @@ int RunDiagnose(const BenchConfig& config) {
       {"tool-calls", "assistant tool calls re-serialized, loop re-rendered at the next user turn", Scenario::kAgent, 6},
       {"eviction", std::to_string(n_evict) + " conversations interleaved", Scenario::kInterleaved, 3, n_evict},
       {"restart", "the server restarted between turns 2 and 3", Scenario::kChat, 4, 1, 3, true},
+      pressure,
   };
-  Runner runner(config.targets, config.render, config.run);
-  if (Status s = runner.Start(); !s.ok()) {
-    std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
-    return 1;
-  }
   auto ep = ParseEndpoint(config.targets[0].url);
   const ServerClient client(*ep, config.run.api_key, 30);
   std::vector<Verdict> verdicts;
@@ -128,6 +179,7 @@ int RunDiagnose(const BenchConfig& config) {
     spec.n_sessions = p.n_sessions;
     spec.interrupt_every = p.interrupt_every;
     spec.seed = config.spec.seed + verdicts.size();
+    if (p.pressure_tokens) spec = PressureSpec(spec, {p.n_sessions, *p.pressure_tokens, p.n_turns});
     Workload w = MakeWorkload(spec);
     w.name = p.name;
     if (p.restart) {
@@ -137,11 +189,13 @@ int RunDiagnose(const BenchConfig& config) {
     }
     runner.Run(w);
     runner.SetBeforeTurn(nullptr);
-    verdicts.push_back(Judge(p, runner.rows()));
+    verdicts.push_back(p.pressure_tokens ? JudgePressure(p, runner.rows(), {runner.targets()[0].label})
+                                         : Judge(p, runner.rows()));
   }
 
   std::string md = "## Diagnosis of " + config.targets[0].url +
-                   "\n\nEach probe is a short session; a follow-up turn passes when prefilled ≤ 1.02 × new + 8.\n\n"
+                   "\n\nEach probe is a short session; a follow-up turn passes when prefilled ≤ 1.02 × new + 8 "
+                   "(pressure: when prefilled ≤ 1.05 × new).\n\n"
                    "| probe | looks for | prefilled÷new | reuse broke at turn | what differed | verdict |\n"
                    "|---|---|---|---|---|---|\n";
   for (const Verdict& v : verdicts) {
@@ -151,7 +205,7 @@ int RunDiagnose(const BenchConfig& config) {
   }
   BenchConfig c = config;
   c.print_turns = false;
-  return FinishRun(c, runner, md);
+  return FinishRun(c, runner, md, {});
 }
 
 }  // namespace hearth::bench

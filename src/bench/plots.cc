@@ -17,6 +17,7 @@ struct Series {
   std::string file;
   std::string style;  // "points", "linespoints", "lines"
   std::vector<std::pair<double, double>> xy;
+  double min_y = 1.0;  // token counts: 0 is drawn as 1 on the log scale
 };
 
 std::string Sanitize(const std::string& s) {
@@ -41,7 +42,7 @@ bool AddPlot(const std::filesystem::path& dir, const std::string& png, const std
     if (s.xy.empty()) continue;
     std::sort(s.xy.begin(), s.xy.end());
     std::ofstream out(dir / s.file);
-    for (auto [x, y] : s.xy) out << x << ' ' << std::max(y, 1.0) << '\n';
+    for (auto [x, y] : s.xy) out << x << ' ' << std::max(y, s.min_y) << '\n';
     plot += std::string(plot.empty() ? "plot " : ", \\\n     ") + Quote(s.file) + " using 1:2 with " + s.style +
             " title " + Quote(s.title);
   }
@@ -53,7 +54,8 @@ bool AddPlot(const std::filesystem::path& dir, const std::string& png, const std
 
 }  // namespace
 
-PlotResult MakePlots(const std::string& dir_in, const std::vector<TurnRow>& rows, const std::vector<std::string>& servers) {
+PlotResult MakePlots(const std::string& dir_in, const std::vector<TurnRow>& rows, const std::vector<std::string>& servers,
+                     const std::vector<PressurePoint>& pressure) {
   PlotResult result;
   const std::filesystem::path dir = std::filesystem::path(dir_in) / "plots";
   std::error_code ec;
@@ -116,6 +118,37 @@ PlotResult MakePlots(const std::string& dir_in, const std::vector<TurnRow>& rows
     if (AddPlot(dir, png, "Prefilled tokens per turn: " + sc + " (median over sessions; 0 drawn as 1)", "turn",
                 "tokens prefilled at request time", std::move(series), &script)) {
       pngs.push_back(png);
+    }
+  }
+
+  // Memory pressure: one line per server and conversation length, over the number of
+  // conversations (which moves the working set), with the flagging limit drawn across.
+  std::vector<Series> pressure_series;
+  double x_min = 0, x_max = 0;
+  for (const std::string& sv : servers) {
+    std::map<int, Series> by_length;
+    for (const PressurePoint& p : pressure) {
+      if (p.server != sv || !p.pressure || !p.ratio) continue;
+      const int len = p.shape.conversation_tokens;
+      auto [it, fresh] = by_length.try_emplace(len);
+      if (fresh) {
+        it->second = Series{sv + ", " + std::to_string(len) + "-token conversations",
+                            "pressure_" + Sanitize(sv) + "_" + std::to_string(len) + ".dat", "linespoints"};
+        it->second.min_y = 0.01;
+      }
+      it->second.xy.emplace_back(*p.pressure, *p.ratio);
+      x_min = x_min == 0 ? *p.pressure : std::min(x_min, *p.pressure);
+      x_max = std::max(x_max, *p.pressure);
+    }
+    for (auto& [len, s] : by_length) pressure_series.push_back(std::move(s));
+  }
+  if (!pressure_series.empty()) {
+    Series limit{"limit (" + FormatNumber(kPressureLimit) + ")", "pressure_limit.dat", "lines dt 2 lw 2"};
+    limit.xy = {{x_min, kPressureLimit}, {x_max, kPressureLimit}};
+    pressure_series.push_back(std::move(limit));
+    if (AddPlot(dir, "pressure.png", "Memory pressure: prefilled / new on follow-ups (sum over a point)",
+                "working set / device cells", "prefilled / new", std::move(pressure_series), &script)) {
+      pngs.push_back("pressure.png");
     }
   }
 

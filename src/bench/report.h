@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bench/pressure.h"
 #include "bench/results.h"
 
 namespace hearth::bench {
@@ -34,11 +35,14 @@ Status WriteResults(const std::string& dir, const std::vector<TurnRow>& rows, co
                     const std::string& summary_md);
 
 // Writes plot data and plots.gp under dir/plots and runs gnuplot when it is installed.
+// `pressure` points with a pressure figure add pressure.png (prefilled ÷ new against
+// working set ÷ device cells, one line per server and conversation length).
 // Returns the PNG paths, or a message saying why there are none.
 struct PlotResult {
   std::vector<std::string> files;
   std::string message;
 };
-PlotResult MakePlots(const std::string& dir, const std::vector<TurnRow>& rows, const std::vector<std::string>& servers);
+PlotResult MakePlots(const std::string& dir, const std::vector<TurnRow>& rows, const std::vector<std::string>& servers,
+                     const std::vector<PressurePoint>& pressure);
 
 }  // namespace hearth::bench

@@ -83,13 +83,15 @@ Json RowToJson(const TurnRow& r) {
   j["decode_tps"] = OrNull(r.decode_tps);
   j["server_prefill_ms"] = OrNull(r.server_prefill_ms);
   j["usage_source"] = r.usage_source;
+  j["reuse_tier"] = r.reuse_tier.empty() ? Json(nullptr) : Json(r.reuse_tier);
+  if (!r.reuse_stopped.empty()) j["reuse_stopped"] = r.reuse_stopped;
   return j;
 }
 
 std::string CsvHeader() {
   return "server,scenario,rep,session,turn,kind,interrupted,ok,prompt_tokens,reused_tokens,prefilled_tokens,"
          "new_tokens,prefilled_per_new,target_met,completion_tokens,ttft_ms,e2e_ms,decode_tps,server_prefill_ms,"
-         "usage_source,error\n";
+         "usage_source,reuse_tier,error\n";
 }
 
 std::string CsvLine(const TurnRow& r) {
@@ -100,7 +102,7 @@ std::string CsvLine(const TurnRow& r) {
                   Cell(r.prefilled_tokens()) + "," + Cell(r.new_tokens) + "," + Cell(r.prefill_ratio()) + "," +
                   (tm ? (*tm ? "1" : "0") : "") + "," + Cell(r.completion_tokens) + "," + Cell(r.ttft_ms) + "," +
                   Cell(std::optional<double>(r.e2e_ms)) + "," + Cell(r.decode_tps) + "," + Cell(r.server_prefill_ms) +
-                  "," + r.usage_source + "," + CsvQuote(r.error) + "\n";
+                  "," + r.usage_source + "," + r.reuse_tier + "," + CsvQuote(r.error) + "\n";
   return s;
 }
 

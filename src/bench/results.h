@@ -41,6 +41,8 @@ struct TurnRow {
   std::optional<double> decode_tps;
   std::optional<double> server_prefill_ms;
   std::string usage_source;
+  std::string reuse_tier;     // hearth: "device", "ram", "disk"; empty when not reported
+  std::string reuse_stopped;  // hearth: why reuse ended where it did
   std::string prompt_text;  // the rendered request; kept in memory for diffs, not written
 
   std::optional<int> prefilled_tokens() const;

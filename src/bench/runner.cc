@@ -268,6 +268,8 @@ TurnRow Runner::SendBody(Server& server, Flavor flavor, const Json& body, const 
   row.decode_tps = o.decode_tps;
   row.server_prefill_ms = o.usage.prefill_ms;
   row.usage_source = o.interrupted ? "cut" : o.usage.source;
+  row.reuse_tier = o.usage.cache_tier;
+  row.reuse_stopped = o.usage.stopped_because;
   return row;
 }
 

@@ -53,12 +53,21 @@ void UsageCollector::Add(const Json& j) {
   Set(&an_cache_read_, IntField(*u, "cache_read_input_tokens"));
   Set(&an_cache_creation_, IntField(*u, "cache_creation_input_tokens"));
   Set(&an_output_, IntField(*u, "output_tokens"));
+  if (auto h = u->find("hearth_cache"); h != u->end() && h->is_object()) {
+    // A later report (the final usage) replaces an earlier one (message_start's).
+    auto tier = h->find("tier");
+    cache_tier_ = tier != h->end() && tier->is_string() ? tier->get<std::string>() : "";
+    auto why = h->find("stopped_because");
+    stopped_because_ = why != h->end() && why->is_string() ? why->get<std::string>() : "";
+  }
 }
 
 Usage UsageCollector::Result() const {
   Usage r;
   r.source = "none";
   r.prefill_ms = timings_prompt_ms_;
+  r.cache_tier = cache_tier_;
+  r.stopped_because = stopped_because_;
   std::optional<int> an_prompt;
   if (an_input_) an_prompt = *an_input_ + an_cache_read_.value_or(0) + an_cache_creation_.value_or(0);
   r.prompt_tokens = oa_prompt_ ? oa_prompt_ : an_prompt;

@@ -7,6 +7,8 @@
 //     or DeepSeek-style `usage.prompt_cache_hit_tokens`;
 //  3. Anthropic `usage.cache_read_input_tokens` (prompt = input + cache read + cache creation).
 // A server that gives none of these (mlx-style) leaves `reused` unset: "unknown", never 0.
+// Where the reuse came from is hearth's alone: `usage.hearth_cache.tier` ("device", "ram",
+// "disk"; null when nothing was reused) and `stopped_because`; others leave both empty.
 //
 // Thread safety: plain values; a StreamReader belongs to one request.
 #pragma once
@@ -27,6 +29,8 @@ struct Usage {
   std::optional<int> completion_tokens;
   std::optional<double> prefill_ms;  // the server's own prefill time, where it reports one
   std::string source;                // "timings", "openai", "anthropic", or "none"
+  std::string cache_tier;            // usage.hearth_cache.tier; empty when not reported
+  std::string stopped_because;       // usage.hearth_cache.stopped_because
 };
 
 // Collects usage fields from every object a response consists of (a whole response, or
@@ -41,6 +45,7 @@ class UsageCollector {
   std::optional<double> timings_prompt_ms_;
   std::optional<int> oa_prompt_, oa_cached_, oa_completion_;
   std::optional<int> an_input_, an_cache_read_, an_cache_creation_, an_output_;
+  std::string cache_tier_, stopped_because_;
 };
 
 // Parses a Server-Sent Events stream of chat output (OpenAI chat chunks or Anthropic

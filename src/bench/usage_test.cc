@@ -20,6 +20,19 @@ TEST(UsageTest, HearthAndOpenAICachedTokens) {
   EXPECT_EQ(u.source, "openai");
 }
 
+TEST(UsageTest, HearthCacheTierAndWhyReuseStopped) {
+  const Usage u = Read({R"({"usage":{"prompt_tokens":900,"prompt_tokens_details":{"cached_tokens":850},
+                                     "hearth_cache":{"reused_tokens":850,"prefilled_tokens":50,"tier":"ram",
+                                                     "stopped_because":"prompt differs"}}})"});
+  EXPECT_EQ(u.cache_tier, "ram");
+  EXPECT_EQ(u.stopped_because, "prompt differs");
+  // Nothing reused: the tier is null.
+  const Usage none = Read({R"({"usage":{"prompt_tokens":9,"hearth_cache":{"reused_tokens":0,"tier":null}}})"});
+  EXPECT_EQ(none.cache_tier, "");
+  // Other servers say nothing about tiers.
+  EXPECT_EQ(Read({R"({"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":4}}})"}).cache_tier, "");
+}
+
 TEST(UsageTest, LlamaServerTimingsWin) {
   // llama-server sends both; timings are the engine's own count.
   const Usage u = Read({R"({"choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":8,

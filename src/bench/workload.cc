@@ -93,6 +93,7 @@ const char* ScenarioName(Scenario s) {
     case Scenario::kVolatile: return "volatile";
     case Scenario::kInterleaved: return "interleaved";
     case Scenario::kGrow: return "grow";
+    case Scenario::kPressure: return "pressure";
   }
   return "?";
 }
@@ -101,8 +102,9 @@ StatusOr<Scenario> ParseScenario(const std::string& name) {
   for (Scenario s : kAll) {
     if (name == ScenarioName(s)) return s;
   }
+  if (name == ScenarioName(Scenario::kPressure)) return Scenario::kPressure;
   return InvalidArgument("unknown scenario '" + name +
-                         "' (chat, chat-think, agent, interrupt, volatile, interleaved, grow, all)");
+                         "' (chat, chat-think, agent, interrupt, volatile, interleaved, grow, pressure, all)");
 }
 
 std::vector<Scenario> AllScenarios() { return {std::begin(kAll), std::end(kAll)}; }
@@ -111,7 +113,13 @@ Workload MakeWorkload(const WorkloadSpec& spec_in) {
   WorkloadSpec spec = spec_in;
   spec.n_turns = std::max(1, spec.n_turns);
   spec.n_sessions = std::max(1, spec.n_sessions);
-  if (spec.scenario == Scenario::kInterleaved && spec.n_sessions == 1) spec.n_sessions = 8;
+  const bool several = spec.scenario == Scenario::kInterleaved || spec.scenario == Scenario::kPressure;
+  if (several && spec.n_sessions == 1) spec.n_sessions = 8;
+  if (spec.scenario == Scenario::kPressure && spec.context_tokens > 0) {
+    // The length goes to the system prompt; user messages and replies keep their sizes.
+    spec.system_tokens = std::max(64, spec.context_tokens - spec.n_turns * (spec.user_tokens + spec.max_tokens));
+    spec.context_tokens = 0;
+  }
 
   Workload w;
   w.name = ScenarioName(spec.scenario);
@@ -125,6 +133,11 @@ Workload MakeWorkload(const WorkloadSpec& spec_in) {
     if (spec.scenario == Scenario::kAgent) {
       const int fixed = spec.system_tokens + 1500;  // the tool definitions are about this long
       w.sessions.push_back(AgentSession(spec, s, system, TurnBudgets(spec, fixed)));
+    } else if (spec.scenario == Scenario::kPressure) {
+      // Its own system prompt, so nothing but the template's first tokens is shared and
+      // each conversation needs its own cells.
+      Rng own(MixSeed(spec.seed, 0x707273, static_cast<uint64_t>(spec.rep), static_cast<uint64_t>(s)));
+      w.sessions.push_back(ChatSession(spec, s, "Conversation " + HexId(own, 16) + ". " + ChatSystem(own, spec.system_tokens)));
     } else {
       w.sessions.push_back(ChatSession(spec, s, system));
     }
@@ -133,7 +146,7 @@ Workload MakeWorkload(const WorkloadSpec& spec_in) {
       first["content"] = "(run " + spec.nonce + ")\n\n" + first["content"].get<std::string>();
     }
   }
-  if (spec.scenario == Scenario::kInterleaved) {
+  if (several) {
     for (int t = 0; t < spec.n_turns; ++t) {
       for (int s = 0; s < spec.n_sessions; ++s) w.order.emplace_back(s, t);
     }

@@ -22,6 +22,7 @@
 //  1. The same WorkloadSpec (seed included) gives the same Workload, byte for byte.
 //  2. In every session, turn 0 has a user message and turns are numbered 0..n-1.
 //  3. `order` lists every (session, turn) exactly once, each session's turns ascending.
+//  4. kPressure: the sessions' system prompts differ from their first word on.
 #pragma once
 
 #include <cstdint>
@@ -49,17 +50,22 @@ enum class Scenario {
   kVolatile,     // a request id and timestamp line at the top of the system prompt
   kInterleaved,  // several conversations, one turn of each in turn
   kGrow,         // pasted documents grow the context to a target length
+  // Memory pressure: several conversations, each with its own system prompt, one turn of
+  // each in turn; sized by context_tokens (each conversation's length at its last turn),
+  // most of it the system prompt. Not part of AllScenarios(): it is meant to outgrow the
+  // server's device cells, so it runs on its own (bench --pressure, pressure.h).
+  kPressure,
 };
 
 const char* ScenarioName(Scenario s);
 StatusOr<Scenario> ParseScenario(const std::string& name);
-// Every scenario, in the order above.
+// Every session scenario, in the order above (kPressure excepted).
 std::vector<Scenario> AllScenarios();
 
 struct WorkloadSpec {
   Scenario scenario = Scenario::kChat;
   int n_turns = 8;
-  int n_sessions = 1;        // kInterleaved uses max(2, n_sessions)
+  int n_sessions = 1;        // kInterleaved and kPressure use 8 when this is 1
   int system_tokens = 300;   // system prompt, without tool definitions
   int user_tokens = 120;     // each user message (tool results are sized alike)
   int context_tokens = 0;    // >0: size messages so the last prompt is about this long
