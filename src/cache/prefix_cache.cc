@@ -241,19 +241,9 @@ void PrefixCache::Keep(PrefixTree::Node* node, StateKind kind, std::vector<uint8
     EnforceRamBudget();
     return;
   }
-  if (disk_) {
-    auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), kind, bytes);
-    if (key.ok()) {
-      ForgetDiskKeys(disk_->evicted());
-      State d;
-      d.kind = kind;
-      d.tier = Tier::kDisk;
-      d.disk_key = *key;
-      d.bytes = bytes.size();
-      tree_.AddState(node, d);
-      stats_.snapshots_taken++;
-      return;
-    }
+  if (disk_ && AddDiskState(node, kind, bytes, /*last_used=*/0)) {
+    stats_.snapshots_taken++;
+    return;
   }
   tree_.PruneIfUseless(node);
 }
@@ -578,17 +568,7 @@ void PrefixCache::EnforceRamBudget() {
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(victim, &node);
     auto it = ram_.find(victim);
-    if (disk_ && it != ram_.end() && !HasDiskTwin(node, s->kind)) {
-      auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), s->kind, it->second);
-      if (key.ok()) {
-        ForgetDiskKeys(disk_->evicted());
-        State d = *s;
-        d.tier = Tier::kDisk;
-        d.disk_key = *key;
-        d.bytes = it->second.size();
-        tree_.AddState(node, d);
-      }
-    }
+    if (disk_ && it != ram_.end() && !HasDiskTwin(node, s->kind)) AddDiskState(node, s->kind, it->second, s->last_used);
     Forget(victim);
   }
 }
@@ -610,6 +590,23 @@ void PrefixCache::ForgetDiskKeys(const std::vector<uint64_t>& keys) {
   std::sort(gone.begin(), gone.end());
   gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
   for (uint64_t id : gone) Forget(id);
+}
+
+// The disk may evict files to make room; their states leave the tree, which can move
+// states on `node` (callers hold ids, not State pointers, across this call).
+bool PrefixCache::AddDiskState(PrefixTree::Node* node, StateKind kind, std::span<const uint8_t> bytes,
+                               int64_t last_used) {
+  auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), kind, bytes);
+  if (!key.ok()) return false;
+  ForgetDiskKeys(disk_->evicted());
+  State d;
+  d.kind = kind;
+  d.tier = Tier::kDisk;
+  d.disk_key = *key;
+  d.bytes = bytes.size();
+  d.last_used = last_used;
+  tree_.AddState(node, d);
+  return true;
 }
 
 bool PrefixCache::HasDiskTwin(const PrefixTree::Node* node, StateKind kind) {
@@ -644,17 +641,7 @@ int PrefixCache::WriteBehind(const std::function<bool()>& should_stop) {
     }
     const std::span<const uint8_t> bytes = s->kind == StateKind::kDevice ? serialized : Bytes(*s);
     const StateKind kind = s->kind == StateKind::kPartial ? StateKind::kPartial : StateKind::kFull;
-    auto key = disk_->Write(tree_.NamespaceOf(node), tree_.PathTokens(node), kind, bytes);
-    if (!key.ok()) continue;
-    ForgetDiskKeys(disk_->evicted());
-    State d;
-    d.kind = kind;
-    d.tier = Tier::kDisk;
-    d.disk_key = *key;
-    d.bytes = bytes.size();
-    d.last_used = used;
-    tree_.AddState(node, d);
-    ++written;
+    if (AddDiskState(node, kind, bytes, used)) ++written;
   }
   unwritten_ = false;
   return written;

@@ -211,6 +211,9 @@ class PrefixCache {
   // Stores a serialized state in RAM when it fits the budget, else on disk, else drops it.
   void Keep(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes);
   uint64_t AddRamState(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes);
+  // Writes `bytes` to the disk tier as a `kind` state at `node` and adds it to the tree
+  // (last_used 0: now). False when the disk refused it.
+  bool AddDiskState(PrefixTree::Node* node, StateKind kind, std::span<const uint8_t> bytes, int64_t last_used);
   // Whether `node` holds a disk state that a state of `kind` serializes to.
   static bool HasDiskTwin(const PrefixTree::Node* node, StateKind kind);
 
