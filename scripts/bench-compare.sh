@@ -40,23 +40,8 @@ stop_all() {
 }
 trap stop_all EXIT
 
-free_port() {
-  local p
-  for p in $(seq "$1" $(($1 + 200))); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-  echo "bench-compare: no free port near $1" >&2
-  exit 1
-}
-wait_healthy() {  # URL PID LOG
-  for _ in $(seq 600); do
-    curl -sf "$1/health" >/dev/null 2>&1 && return 0
-    kill -0 "$2" 2>/dev/null || { tail -20 "$3" >&2; echo "bench-compare: server at $1 exited" >&2; exit 1; }
-    sleep 0.5
-  done
-  echo "bench-compare: $1 did not become healthy" >&2
-  exit 1
-}
+who=bench-compare
+source "$(dirname "$0")/lib/servers.sh"
 
 threads=()
 [[ -n "${THREADS:-}" ]] && threads=(-t "$THREADS")

@@ -36,21 +36,8 @@ stop_all() {
   pids=()
 }
 trap stop_all EXIT
-free_port() {
-  local p
-  for p in $(seq "$1" $(($1 + 200))); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-  exit 1
-}
-wait_healthy() {  # URL PID LOG
-  for _ in $(seq 600); do
-    curl -sf "$1/health" >/dev/null 2>&1 && return 0
-    kill -0 "$2" 2>/dev/null || { tail -20 "$3" >&2; echo "bench-pressure: $1 exited" >&2; exit 1; }
-    sleep 0.5
-  done
-  exit 1
-}
+who=bench-pressure
+source "$(dirname "$0")/lib/servers.sh"
 
 # Fresh servers for each run, so one run's cache does not carry into the next.
 start_servers() {  # TAG

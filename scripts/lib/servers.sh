@@ -1,0 +1,23 @@
+# Sourced by the scripts that start servers side by side (bench-compare, bench-pressure).
+# Needs $who: the script's name, for messages.
+#
+# free_port START: the first port from START on (200 tried) that nothing listens on.
+# wait_healthy URL PID LOG: waits until URL/health answers; exits the script, with the end
+# of LOG, when PID exits or five minutes pass.
+free_port() {
+  local p
+  for p in $(seq "$1" $(($1 + 200))); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+  echo "$who: no free port near $1" >&2
+  exit 1
+}
+wait_healthy() {
+  for _ in $(seq 600); do
+    curl -sf "$1/health" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || { tail -20 "$3" >&2; echo "$who: server at $1 exited" >&2; exit 1; }
+    sleep 0.5
+  done
+  echo "$who: $1 did not become healthy" >&2
+  exit 1
+}
