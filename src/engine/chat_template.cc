@@ -46,6 +46,9 @@ ChatTemplate::ChatTemplate(std::unique_ptr<Impl> impl, std::string source)
 
 ChatTemplate::~ChatTemplate() = default;
 
+static_assert(COMMON_REASONING_FORMAT_DEEPSEEK == OutputFormat{}.reasoning_format,
+              "OutputFormat's default reasoning format is llama.cpp's DEEPSEEK");
+
 StatusOr<RenderedPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
                                               const RenderOptions& options) const {
   common_chat_templates_inputs in;
@@ -53,8 +56,9 @@ StatusOr<RenderedPrompt> ChatTemplate::Render(std::span<const ChatMessage> messa
   in.add_generation_prompt = options.add_generation_prompt;
   in.enable_thinking = options.enable_thinking;
   in.use_jinja = true;
-  // Reasoning is always split out of the content; the API layer decides what to show.
-  in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+  in.reasoning_format = options.reasoning_format == "none"              ? COMMON_REASONING_FORMAT_NONE
+                       : options.reasoning_format == "deepseek-legacy" ? COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY
+                                                                       : COMMON_REASONING_FORMAT_DEEPSEEK;
   in.parallel_tool_calls = options.parallel_tool_calls;
   in.chat_template_kwargs = options.template_kwargs;
   for (const auto& t : options.tools) in.tools.push_back({t.name, t.description, t.parameters});
@@ -67,6 +71,7 @@ StatusOr<RenderedPrompt> ChatTemplate::Render(std::span<const ChatMessage> messa
     out.additional_stops = std::move(p.additional_stops);
     out.supports_thinking = p.supports_thinking;
     out.output_format.format = static_cast<int>(p.format);
+    out.output_format.reasoning_format = static_cast<int>(in.reasoning_format);
     out.output_format.parser = std::move(p.parser);
     out.output_format.generation_prompt = out.generation_prompt;
     return out;

@@ -46,6 +46,10 @@ struct RenderOptions {
   std::string tool_choice = "auto";  // "auto", "none", "required"
   bool parallel_tool_calls = false;
   std::map<std::string, std::string> template_kwargs;  // values are JSON text
+  // Where the model's thinking goes, as llama-server's --reasoning-format: "auto" and
+  // "deepseek" split it into reasoning; "deepseek-legacy" also leaves it in the content;
+  // "none" leaves it in the content only.
+  std::string reasoning_format = "auto";
 };
 
 // How to read the model's output back: opaque to callers, made by Render, consumed by
@@ -54,6 +58,7 @@ struct OutputFormat {
   int format = 0;                 // llama.cpp's common_chat_format
   std::string parser;             // serialized PEG parser for this template and tool set
   std::string generation_prompt;  // text the template put after the last message
+  int reasoning_format = 3;       // llama.cpp's common_reasoning_format (3: DEEPSEEK)
 };
 
 struct RenderedPrompt {

@@ -23,15 +23,6 @@ llama_state_seq_flags FlagsFor(StatePart part) {
 
 }  // namespace
 
-Status ContextOptions::Validate() const {
-  if (n_ctx < 16) return InvalidArgument("n_ctx must be at least 16, got " + std::to_string(n_ctx));
-  if (n_batch < 1) return InvalidArgument("n_batch must be positive");
-  if (n_ubatch < 1 || n_ubatch > n_batch) return InvalidArgument("n_ubatch must be in [1, n_batch]");
-  if (n_seq_max < 1 || n_seq_max > 256) return InvalidArgument("n_seq_max must be in [1, 256]");
-  if (n_threads < 0) return InvalidArgument("n_threads must not be negative");
-  return Status::Ok();
-}
-
 void Batch::Clear() {
   tokens_.clear();
   pos_.clear();
@@ -47,37 +38,34 @@ int Batch::Add(Token token, Pos pos, SeqId seq, bool want_logits) {
   return size() - 1;
 }
 
-llama_context_params LlamaContextParams(const ContextOptions& options) {
-  llama_context_params p = llama_context_default_params();
-  p.n_ctx = static_cast<uint32_t>(options.n_ctx);
-  p.n_batch = static_cast<uint32_t>(options.n_batch);
-  p.n_ubatch = static_cast<uint32_t>(options.n_ubatch);
-  p.n_seq_max = static_cast<uint32_t>(options.n_seq_max);
-  int threads = options.n_threads > 0 ? options.n_threads
-                                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  p.n_threads = threads;
-  p.n_threads_batch = threads;
-  p.kv_unified = true;
-  p.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  p.no_perf = true;
-  return p;
-}
-
 StatusOr<std::unique_ptr<Context>> Context::Create(const Model& model, const ContextOptions& options) {
   HEARTH_RETURN_IF_ERROR(options.Validate());
   const llama_context_params p = LlamaContextParams(options);
+  ScopedLogCapture log;  // how llama.cpp resolved flash attention "auto" it says only there
   llama_context* ctx = llama_init_from_model(model.raw(), p);
   if (ctx == nullptr) {
     return ResourceExhausted("could not create a context with n_ctx=" + std::to_string(options.n_ctx) +
                              " and n_seq_max=" + std::to_string(options.n_seq_max) +
                              "; try a smaller --ctx-size or fewer --parallel sequences");
   }
-  return std::unique_ptr<Context>(new Context(model, ctx, options));
+  bool flash_attn = options.flash_attn == FlashAttn::kOn;
+  if (options.flash_attn == FlashAttn::kAuto) {
+    // llama.cpp probes the attention layers' devices and logs the outcome; a quantized V
+    // cache turns it on before any probe.
+    flash_attn = log.text().find("Flash Attention not supported") == std::string::npos &&
+                 (log.text().find("Flash Attention enabled") != std::string::npos ||
+                  log.text().find("required for quantized V cache") != std::string::npos);
+  }
+  return std::unique_ptr<Context>(new Context(model, ctx, options, flash_attn));
 }
 
-Context::Context(const Model& model, llama_context* ctx, const ContextOptions& options)
-    : model_(model), ctx_(ctx), options_(options) {
+Context::Context(const Model& model, llama_context* ctx, const ContextOptions& options, bool flash_attn)
+    : model_(model), ctx_(ctx), options_(options), flash_attn_(flash_attn) {
   llama_set_abort_callback(ctx_.get(), AbortTrampoline, &abort_check_);
+}
+
+std::string Context::StateLayout() const {
+  return "kv-" + options_.type_k + "-" + options_.type_v + (flash_attn_ ? "-fa" : "");
 }
 
 void LlamaContextDeleter::operator()(llama_context* ctx) const { llama_free(ctx); }

@@ -17,6 +17,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -31,15 +33,27 @@ struct LlamaContextDeleter {
   void operator()(llama_context* ctx) const;
 };
 
+// Flash attention, as llama-server's -fa: kAuto lets llama.cpp use it where every
+// attention layer's device supports it (on a CPU it does).
+enum class FlashAttn { kAuto, kOn, kOff };
+// "auto", "on", "off" (also "1"/"0", "true"/"false"). Errors: kInvalidArgument.
+StatusOr<FlashAttn> ParseFlashAttn(std::string_view text);
+const char* FlashAttnName(FlashAttn mode);
+
+// The KV cache element types llama-server's -ctk / -ctv accept.
+const std::vector<std::string>& KvCacheTypes();
+
 struct ContextOptions {
   int n_ctx = 4096;      // KV cells shared by all sequences (unified cache)
   int n_batch = 512;     // most tokens one Decode may carry
   int n_ubatch = 512;    // physical micro-batch
   int n_seq_max = 4;     // sequence slots, ids [0, n_seq_max)
   int n_threads = 0;     // 0: hardware threads
-  bool flash_attn = false;
+  FlashAttn flash_attn = FlashAttn::kAuto;
+  std::string type_k = "f16";  // KV cache element types, one of KvCacheTypes()
+  std::string type_v = "f16";  // a quantized V needs flash attention (kAuto turns it on)
 
-  // Errors: kInvalidArgument naming the bad field.
+  // Errors: kInvalidArgument naming the bad field (or the flag that set it).
   Status Validate() const;
 };
 
@@ -77,6 +91,13 @@ class Context {
 
   const ContextOptions& options() const { return options_; }
   const Model& model() const { return model_; }
+  // Whether attention runs as flash attention: options().flash_attn with kAuto resolved
+  // the way llama.cpp resolved it for this model's devices.
+  bool flash_attn() const { return flash_attn_; }
+  // What a saved state's bytes depend on besides the model: the KV element types and
+  // the V layout (transposed unless flash attention), e.g. "kv-f16-f16-fa". States saved
+  // under one layout cannot be restored under another.
+  std::string StateLayout() const;
 
   // Runs the model over `batch`.
   // Errors, and the state each leaves:
@@ -134,12 +155,13 @@ class Context {
   llama_context* raw() const { return ctx_.get(); }
 
  private:
-  Context(const Model& model, llama_context* ctx, const ContextOptions& options);
+  Context(const Model& model, llama_context* ctx, const ContextOptions& options, bool flash_attn);
   Status ValidateBatch(const Batch& batch) const;
 
   const Model& model_;
   std::unique_ptr<llama_context, LlamaContextDeleter> ctx_;
   ContextOptions options_;
+  bool flash_attn_ = false;
   int last_prefill_index_ = -1;
   std::function<bool()> abort_check_;
   Batch prefill_batch_;

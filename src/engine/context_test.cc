@@ -11,28 +11,6 @@
 namespace hearth::engine {
 namespace {
 
-// Logits computed along different paths (batch sizes, restored states) differ only by
-// float summation order. Stated tolerance: max |a - b| <= 1e-3 * (1 + max |a|).
-constexpr float kRelTolerance = 1e-3f;
-
-float MaxAbs(std::span<const float> v) {
-  float m = 0;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-::testing::AssertionResult LogitsClose(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.empty() || a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
-  float diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return ::testing::AssertionFailure() << "non-finite logit at " << i;
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-  }
-  const float bound = kRelTolerance * (1.0f + MaxAbs(a));
-  if (diff <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max |diff| " << diff << " > " << bound;
-}
-
 std::vector<Token> SomeTokens(const Model& m, int n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<Token> dist(100, 50000);
@@ -46,6 +24,10 @@ std::vector<float> Copy(std::span<const float> s) { return {s.begin(), s.end()};
 
 class ContextTest : public ::testing::TestWithParam<const char*> {
  protected:
+  ::testing::AssertionResult LogitsClose(const std::vector<float>& a, const std::vector<float>& b) const {
+    return testing::LogitsClose(a, b, ctx_->flash_attn());
+  }
+
   void SetUp() override {
     model_ = testing::LoadTestModel(GetParam());
     ASSERT_NE(model_, nullptr);

@@ -74,7 +74,9 @@ StatusOr<ContextMemory> MeasureContextMemory(const std::string& path, const Mode
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return NotFound("model file not found: " + path);
   QuietLog quiet;
-  llama_model_params mp = LlamaModelParams(model_options);
+  auto setup = LlamaModelParams(model_options);
+  if (!setup.ok()) return setup.status();
+  llama_model_params mp = (*setup)->params;
   mp.no_alloc = true;
   mp.load_mode = LLAMA_LOAD_MODE_NONE;
   std::unique_ptr<llama_model, LlamaModelDeleter> model(llama_model_load_from_file(path.c_str(), mp));

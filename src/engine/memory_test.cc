@@ -26,8 +26,20 @@ TEST(MemoryTest, MeasuresKvPerCellAndRecurrentStateOfTheHybridModel) {
   EXPECT_TRUE(m->pools[0].host);
   EXPECT_GT(m->pools[0].free_bytes, 0u);
   EXPECT_GT(m->pools[0].weights_bytes, 0u);
-  // Without flash attention the attention scores grow with the cells attended over.
-  EXPECT_GT(m->pools[0].compute_bytes_per_cell, 0);
+}
+
+// Without flash attention the attention scores grow with the cells attended over; with
+// it (the default on a CPU) they do not.
+TEST(MemoryTest, ComputeBuffersGrowWithTheCellsOnlyWithoutFlashAttention) {
+  ContextOptions off = Options(4);
+  off.flash_attn = FlashAttn::kOff;
+  auto without = MeasureContextMemory(testing::TestModelPath("qwen35"), {}, off);
+  ContextOptions on = Options(4);
+  on.flash_attn = FlashAttn::kOn;
+  auto with = MeasureContextMemory(testing::TestModelPath("qwen35"), {}, on);
+  ASSERT_TRUE(without.ok() && with.ok());
+  EXPECT_GT(without->pools[0].compute_bytes_per_cell, 0);
+  EXPECT_LT(with->pools[0].compute_bytes_per_cell, without->pools[0].compute_bytes_per_cell);
 }
 
 TEST(MemoryTest, AttentionOnlyModelHasNoRecurrentState) {

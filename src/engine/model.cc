@@ -67,13 +67,6 @@ std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, const llama_model* mod
 ScopedLogCapture::ScopedLogCapture() : previous_(g_log_capture) { g_log_capture = &text_; }
 ScopedLogCapture::~ScopedLogCapture() { g_log_capture = previous_; }
 
-llama_model_params LlamaModelParams(const ModelOptions& options) {
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = options.n_gpu_layers;
-  if (!options.use_mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;
-  return mp;
-}
-
 void InitBackend(bool verbose) {
   static std::once_flag once;
   std::call_once(once, [verbose] {
@@ -136,6 +129,9 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const Mode
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return NotFound("model file not found: " + path);
 
+  auto setup = LlamaModelParams(options);
+  if (!setup.ok()) return setup.status();
+
   // Read the header first: a clear error for files that are not GGUF, and the tensor names
   // for the layer kinds.
   gguf_init_params gp{/*no_alloc=*/true, /*ctx=*/nullptr};
@@ -144,7 +140,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const Mode
     return InvalidArgument(path + " is not a readable GGUF file (wrong format, or truncated header)");
   }
 
-  llama_model* model = llama_model_load_from_file(path.c_str(), LlamaModelParams(options));
+  llama_model* model = llama_model_load_from_file(path.c_str(), (*setup)->params);
   if (model == nullptr) {
     gguf_free(gguf);
     return InvalidArgument("llama.cpp could not load " + path +

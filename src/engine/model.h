@@ -58,15 +58,41 @@ struct ModelInfo {
   std::string fingerprint;    // 32 hex digits: see FingerprintFile
 };
 
+// Where and how the weights load, as llama-server's -ngl, --no-mmap, --mlock, -dev, -sm,
+// -mg, -ts and --rpc.
 struct ModelOptions {
   int n_gpu_layers = -1;   // -1: all layers on the accelerator when one is built in
   bool use_mmap = true;
+  bool use_mlock = false;  // keep the weights in RAM (no swapping or compression)
+  // Backend devices to offload to, by name ("CUDA0", "Metal", "RPC[host:port]"); {"none"}:
+  // none (CPU only); empty: every device found.
+  std::vector<std::string> devices;
+  std::string split_mode = "layer";  // across devices: "none", "layer", "row"
+  int main_gpu = 0;                  // the device used whole when split_mode is "none"
+  std::vector<float> tensor_split;   // share of the model per device, in device order
+  // llama.cpp RPC servers ("host:port"); each becomes a device the model can offload to.
+  std::vector<std::string> rpc_servers;
+
+  // Errors: kInvalidArgument naming the bad field.
+  Status Validate() const;
 };
+
+struct DeviceInfo {
+  std::string name;  // what -dev takes
+  std::string description;
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
+// The devices llama.cpp found that a model can offload to (not the CPU), after adding
+// `rpc_servers`' devices. Errors: as Model::Load for rpc_servers.
+StatusOr<std::vector<DeviceInfo>> ListOffloadDevices(const std::vector<std::string>& rpc_servers);
 
 class Model {
  public:
   // Loads the GGUF at `path`. Errors: kNotFound (no such file), kInvalidArgument (not a GGUF
-  // file, truncated, unknown architecture, tensors missing). Never aborts the process.
+  // file, truncated, unknown architecture, tensors missing, bad options), kUnimplemented
+  // (options.rpc_servers without an RPC backend). Never aborts the process.
   static StatusOr<std::unique_ptr<Model>> Load(const std::string& path, const ModelOptions& options);
 
   Model(const Model&) = delete;

@@ -135,7 +135,7 @@ bool SameToolCalls(const common_chat_msg& a, const common_chat_msg& b) {
 OutputParser::OutputParser(const OutputFormat& format, ParseMode mode) : impl_(std::make_unique<Impl>()) {
   impl_->mode = mode;
   impl_->params.format = static_cast<common_chat_format>(format.format);
-  impl_->params.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+  impl_->params.reasoning_format = static_cast<common_reasoning_format>(format.reasoning_format);
   impl_->params.generation_prompt = format.generation_prompt;
   impl_->params.parse_tool_calls = true;
   if (!format.parser.empty()) {

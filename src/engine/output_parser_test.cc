@@ -197,3 +197,32 @@ TEST_F(OutputParserTest, LongReplyIsNotReparsedAtEveryToken) {
 
 }  // namespace
 }  // namespace hearth::engine
+
+namespace hearth::engine {
+namespace {
+
+// --reasoning-format none leaves the thinking in the content, as llama-server does.
+TEST(OutputParserReasoningFormatTest, NoneLeavesThinkingInTheContent) {
+  const Model* model = testing::LoadTestModel("qwen35");
+  ASSERT_NE(model, nullptr);
+  auto t = ChatTemplate::Create(*model, "");
+  ASSERT_TRUE(t.ok());
+  auto parse = [&](const char* format) {
+    RenderOptions o;
+    o.reasoning_format = format;
+    auto r = (*t)->Render(std::vector<ChatMessage>{{.role = "user", .content = "hi"}}, o);
+    EXPECT_TRUE(r.ok());
+    OutputParser p(r->output_format, ParseMode::kIncremental);
+    p.Push("let me think\n</think>\n\nthe answer", /*is_final=*/true);
+    return p.output();
+  };
+  const ParsedOutput split = parse("auto");
+  EXPECT_EQ(split.reasoning, "let me think\n");
+  EXPECT_EQ(split.content, "the answer");
+  const ParsedOutput none = parse("none");
+  EXPECT_TRUE(none.reasoning.empty());
+  EXPECT_NE(none.content.find("let me think"), std::string::npos) << none.content;
+}
+
+}  // namespace
+}  // namespace hearth::engine

@@ -18,18 +18,6 @@ namespace {
 
 using engine::Token;
 
-// Same tolerance as the engine's own tests: max |a - b| <= 1e-3 * (1 + max |a|).
-::testing::AssertionResult Close(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.empty() || a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
-  float diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-    scale = std::max(scale, std::fabs(a[i]));
-  }
-  if (diff <= 1e-3f * (1 + scale)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max |diff| " << diff;
-}
-
 std::vector<Token> Tokens(int n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<Token> d(100, 50000);
@@ -45,6 +33,10 @@ std::vector<Token> Cat(std::vector<Token> a, const std::vector<Token>& b) {
 
 class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
  protected:
+  ::testing::AssertionResult Close(const std::vector<float>& a, const std::vector<float>& b) const {
+    return testing::LogitsClose(a, b, ctx_->flash_attn());
+  }
+
   void SetUp() override {
     model_ = testing::LoadTestModel(GetParam());
     ASSERT_NE(model_, nullptr);

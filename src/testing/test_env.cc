@@ -1,5 +1,7 @@
 #include "testing/test_env.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -112,6 +114,21 @@ int ClearGreedySteps(const engine::Model& model, const std::vector<engine::Token
     if (!(*ctx)->Decode(b).ok()) return step;
   }
   return max_steps;
+}
+
+float LogitTolerance(bool flash_attn) { return flash_attn ? 5e-3f : 1e-3f; }
+
+::testing::AssertionResult LogitsClose(const std::vector<float>& a, const std::vector<float>& b, bool flash_attn) {
+  if (a.empty() || a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
+  float diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return ::testing::AssertionFailure() << "non-finite logit at " << i;
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(a[i]));
+  }
+  const float bound = LogitTolerance(flash_attn) * (1 + scale);
+  if (diff <= bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max |diff| " << diff << " > " << bound;
 }
 
 }  // namespace hearth::testing
