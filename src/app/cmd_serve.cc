@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/serve_flags.h"
 #include "engine/chat_template.h"
 #include "engine/memory.h"
 #include "engine/model.h"
@@ -19,22 +20,6 @@
 
 namespace hearth::app {
 namespace {
-
-struct ServeFlags {
-  std::string model_path;
-  std::string chat_template_file;
-  server::HttpConfig http;
-  std::vector<std::string> api_keys;  // --api-key
-  std::string api_key_file;
-  server::EngineConfig engine;
-  std::optional<int> ctx_size;  // -c; unset: sized from the model and memory
-  std::vector<std::string> stabilize;
-  bool stabilize_drop = false;
-  int cache_sequences = 2;
-  size_t cache_ram_mib = 2048;
-  size_t cache_disk_mib = 16384;
-  bool verbose = false;
-};
 
 server::HttpServer* g_server = nullptr;
 
@@ -67,6 +52,7 @@ Status SetUpApiKeys(ServeFlags& f) {
 Status SizeContext(ServeFlags& f, const StatusOr<engine::ContextMemory>& memory, const engine::ModelInfo& info) {
   server::ContextSizeInputs in;
   in.requested_cells = f.ctx_size;
+  if (f.ctx_size == 0) in.requested_cells = info.n_ctx_train > 0 ? info.n_ctx_train : server::kCellsWithoutTrainingContext;
   in.n_ctx_train = info.n_ctx_train;
   if (memory.ok()) in.budgets = server::BudgetsFor(*memory, f.engine.cache_ram_bytes);
   const server::ContextSizeChoice choice = server::ChooseContextSize(in);
@@ -107,6 +93,22 @@ Status SizeContext(ServeFlags& f, const StatusOr<engine::ContextMemory>& memory,
   return Status::Ok();
 }
 
+// --list-devices, as llama-server prints them.
+void ListDevices(const ServeFlags& f) {
+  engine::InitBackend(f.verbose);
+  auto devices = engine::ListOffloadDevices(f.model.rpc_servers);
+  if (!devices.ok()) {
+    std::fprintf(stderr, "hearth serve: %s\n", devices.status().message().c_str());
+    throw CLI::RuntimeError(2);
+  }
+  std::printf("Available devices:\n");
+  if (devices->empty()) std::printf("  (none: the model runs on the CPU)\n");
+  for (const auto& d : *devices) {
+    std::printf("  %s: %s (%llu MiB, %llu MiB free)\n", d.name.c_str(), d.description.c_str(),
+                static_cast<unsigned long long>(d.total_bytes >> 20), static_cast<unsigned long long>(d.free_bytes >> 20));
+  }
+}
+
 int RunServe(ServeFlags f) {
   engine::InitBackend(f.verbose);
   f.engine.verbose = f.verbose;
@@ -114,8 +116,8 @@ int RunServe(ServeFlags f) {
   f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
   f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
   // Measured before the model loads, so free memory still includes what its weights take.
-  auto memory = engine::MeasureContextMemory(f.model_path, {}, f.engine.context);
-  auto model = engine::Model::Load(f.model_path, {});
+  auto memory = engine::MeasureContextMemory(f.model_path, f.model, f.engine.context);
+  auto model = engine::Model::Load(f.model_path, f.model);
   if (!model.ok()) return Fail(model.status());
   if (Status s = SizeContext(f, memory, (*model)->info()); !s.ok()) return Fail(s);
   std::string override_template;
@@ -131,8 +133,12 @@ int RunServe(ServeFlags f) {
   const auto& info = (*model)->info();
   if (f.http.model_alias.empty()) f.http.model_alias = std::filesystem::path(f.model_path).stem().string();
 
-  f.engine.cache_namespace = info.fingerprint + "|kv-f16";
+  f.engine.cache_namespace = info.fingerprint;
   server::EngineLoop loop(**model, f.engine);
+  if (Status s = loop.Open(); !s.ok()) return Fail(s);
+  std::fprintf(stderr, "hearth: attention: flash attention %s (-fa %s), KV cache K %s V %s\n",
+               loop.flash_attn() ? "on" : "off", engine::FlashAttnName(f.engine.context.flash_attn),
+               f.engine.context.type_k.c_str(), f.engine.context.type_v.c_str());
   server::HttpServer http(f.http, **model, **tmpl, loop);
   if (Status s = loop.Start(); !s.ok()) return Fail(s);
   if (Status s = http.Bind(); !s.ok()) return Fail(s);
@@ -156,42 +162,17 @@ int RunServe(ServeFlags f) {
 
 void RegisterServe(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
-  f->engine.n_parallel = 2;
   CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI and Anthropic APIs");
-  cmd->add_option("-m,--model", f->model_path, "GGUF model file")->required();
-  cmd->add_option("--host", f->http.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", f->http.port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--api-key", f->api_keys,
-                  "require a key (Bearer or x-api-key); repeat for several clients, each with its own cache namespace "
-                  "(visible to local users in ps: prefer --api-key-file or HEARTH_API_KEY)");
-  cmd->add_option("--api-key-file", f->api_key_file,
-                  "file of API keys, one per line ('#' comments); must not be readable by group or others");
-  cmd->add_flag("--cors", f->http.cors, "allow cross-origin browser requests");
-  cmd->add_option("--alias", f->http.model_alias, "model id reported to clients (default: file name)");
-  cmd->add_option("--chat-template-file", f->chat_template_file, "Jinja template to use instead of the model's");
-  cmd->add_option("-c,--ctx-size", f->ctx_size,
-                  "KV cells shared by all sequences (default: the model's training context, capped by free memory)");
-  cmd->add_option("-P,--parallel", f->engine.n_parallel, "requests decoded together")->capture_default_str();
-  cmd->add_option("--cache-seqs", f->cache_sequences, "idle conversations kept on the device")->capture_default_str();
-  cmd->add_option("--cache-ram", f->cache_ram_mib, "MiB of host RAM for cached states")->capture_default_str();
-  cmd->add_option("--cache-dir", f->engine.cache_dir, "directory for the disk tier (survives restarts)");
-  cmd->add_option("--cache-disk", f->cache_disk_mib, "MiB of disk for cached states")->capture_default_str();
-  cmd->add_option("-b,--batch-size", f->engine.context.n_batch, "tokens per decode step")->capture_default_str();
-  cmd->add_option("--ubatch-size", f->engine.context.n_ubatch, "physical micro-batch")->capture_default_str();
-  cmd->add_option("-t,--threads", f->engine.context.n_threads, "CPU threads (0: all)");
-  cmd->add_option("--max-queue", f->engine.max_queued, "requests that may wait for a slot before 503")
-      ->capture_default_str();
-  cmd->add_option("--max-body", f->http.max_body_bytes, "largest request body in bytes")->capture_default_str();
-  cmd->add_flag("-v,--verbose", f->verbose,
-                "log llama.cpp's messages, why shadows were dropped, and the earlier text a volatile span replaced");
-  cmd->add_option("--stabilize", f->stabilize,
-                  "move per-request spans out of the cacheable prefix: uuid, ulid, timestamp, claude-billing, re:REGEX")
-      ->delimiter(',');
-  cmd->add_flag("--stabilize-drop", f->stabilize_drop, "drop matched spans instead of moving them to the end");
-  cmd->add_flag("!--no-warm-ahead", f->http.warm_ahead, "do not prepare the next turn while idle");
-  cmd->add_flag("!--no-cache", f->engine.prefix_cache,
-                "no prefix cache at all (every prompt computed in full): a baseline for measuring the cache");
+  AddServeFlags(*cmd, *f);
   cmd->callback([f] {
+    if (Status s = FinishServeFlags(*f); !s.ok()) {
+      std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
+      throw CLI::RuntimeError(2);
+    }
+    if (f->list_devices) {
+      ListDevices(*f);
+      return;
+    }
     if (f->engine.context.n_ubatch > f->engine.context.n_batch) f->engine.context.n_ubatch = f->engine.context.n_batch;
     if (!f->engine.prefix_cache) {
       f->cache_sequences = 0;
@@ -209,7 +190,7 @@ void RegisterServe(CLI::App& app) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);
     }
-    if (f->ctx_size) f->engine.context.n_ctx = *f->ctx_size;
+    if (f->ctx_size && *f->ctx_size > 0) f->engine.context.n_ctx = *f->ctx_size;
     if (Status s = f->engine.context.Validate(); !s.ok()) {
       std::fprintf(stderr, "hearth serve: %s\n", s.message().c_str());
       throw CLI::RuntimeError(2);

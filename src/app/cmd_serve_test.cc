@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -118,6 +119,52 @@ TEST(ServeTest, DefaultsServeClaudeCodesFirstRequest) {
   EXPECT_NE(startup.find("hearth: context 262144 cells: the model's training context"), std::string::npos)
       << startup;
   EXPECT_NE(startup.find("hearth: memory: KV 512 B/cell"), std::string::npos) << startup;
+}
+
+// llama-server's flags reach llama.cpp: its own log says what it was given.
+TEST(ServeTest, LlamaServerFlagsReachLlamaCpp) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string log = dir + "/serve.log";
+  ServeProcess serve({testing::HearthBin(), "serve", "-v", "-m", testing::TestModelPath("qwen35"), "--port", "0",
+                      "-ngl", "0", "-fa", "off", "-ctk", "q8_0", "-c", "0", "--jinja", "--no-mmap", "-np", "1", "-ub",
+                      "128", "-t", "1", "--cache-dir", dir + "/cache"},
+                     log);
+  const std::optional<int> port = serve.WaitForPort(std::chrono::seconds(120));
+  ASSERT_TRUE(port.has_value()) << ReadFile(log);
+  httplib::Client client("127.0.0.1", *port);
+  client.set_read_timeout(120, 0);
+  auto res = client.Post("/v1/completions", R"({"prompt":"hello there","max_tokens":2})", "application/json");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200) << res->body;
+
+  const std::string text = ReadFile(log);
+  for (const char* want : {"load_mode = none",                       // --no-mmap
+                           "n_seq_max             = 3",              // -np 1 and 2 cached sequences
+                           "n_ctx                 = 262144",         // -c 0: the training context
+                           "n_ubatch              = 128",            // -ub
+                           "flash_attn            = disabled",       // -fa off
+                           "K (q8_0)",                               // -ctk
+                           "flash attention off (-fa off), KV cache K q8_0 V f16"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+  std::error_code ec;
+  bool states_dir = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/cache", ec)) {
+    states_dir |= e.path().filename().string().rfind("states-", 0) == 0;
+  }
+  EXPECT_TRUE(states_dir) << "the disk tier lives in its model's and layout's own directory";
+}
+
+// llama-server flags hearth does not support stop it with their name, not silently.
+TEST(ServeTest, AnUnsupportedLlamaServerFlagIsRefusedByName) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string log = dir + "/serve.log";
+  ServeProcess serve({testing::HearthBin(), "serve", "-m", testing::TestModelPath("qwen35"), "--port", "0",
+                      "--lora", "adapter.gguf"},
+                     log);
+  EXPECT_FALSE(serve.WaitForPort(std::chrono::seconds(60)).has_value());
+  EXPECT_NE(ReadFile(log).find("--lora is a llama-server flag hearth does not support"), std::string::npos)
+      << ReadFile(log);
 }
 
 }  // namespace

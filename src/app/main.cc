@@ -1,6 +1,9 @@
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "app/commands.h"
+#include "app/serve_flags.h"
 
 namespace hearth::app {
 const char* LlamaModelsDir() { return HEARTH_LLAMA_MODELS_DIR; }
@@ -14,6 +17,10 @@ int main(int argc, char** argv) {
   hearth::app::RegisterGenerate(app);
   hearth::app::RegisterServe(app);
   hearth::app::RegisterBench(app);
-  CLI11_PARSE(app, argc, argv);
+  // llama-server's -ngl, -fa, -ctk, ... as their long forms (serve_flags.h).
+  std::vector<std::string> args = hearth::app::ExpandLlamaServerFlags({argv, argv + argc});
+  std::vector<char*> expanded;
+  for (auto& a : args) expanded.push_back(a.data());
+  CLI11_PARSE(app, static_cast<int>(expanded.size()), expanded.data());
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "server/engine_loop.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -37,13 +39,21 @@ constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill
 
 }  // namespace
 
+std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_namespace, const std::string& layout) {
+  const std::string key = cache_namespace + "|" + layout;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
+  return cache_dir + "/states-" + hex;
+}
+
 EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) : model_(model), config_(std::move(config)) {
   slots_.resize(static_cast<size_t>(config_.n_parallel));
 }
 
 EngineLoop::~EngineLoop() { Stop(); }
 
-Status EngineLoop::Start() {
+Status EngineLoop::Open() {
+  if (ctx_ != nullptr) return Internal("the engine is already open");
   if (config_.n_parallel < 1 || config_.n_parallel > config_.context.n_seq_max) {
     return InvalidArgument("n_parallel must be in [1, n_seq_max]");
   }
@@ -52,7 +62,8 @@ Status EngineLoop::Start() {
   ctx_ = std::move(*ctx);
   sequences_ = std::make_unique<ContextSequenceStore>(*ctx_);
   if (!config_.cache_dir.empty()) {
-    auto disk = cache::DiskStore::Open(config_.cache_dir, config_.cache_disk_bytes, config_.cache_namespace);
+    auto disk = cache::DiskStore::Open(DiskTierDir(config_.cache_dir, config_.cache_namespace, ctx_->StateLayout()),
+                                       config_.cache_disk_bytes, config_.cache_namespace);
     if (!disk.ok()) return disk.status();
     disk_ = std::move(*disk);
   }
@@ -62,6 +73,11 @@ Status EngineLoop::Start() {
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
   cache_summary_ = FormatCacheSummary(cache_->Summarize(kMaxConversationsSummarized));
+  return Status::Ok();
+}
+
+Status EngineLoop::Start() {
+  if (ctx_ == nullptr) HEARTH_RETURN_IF_ERROR(Open());
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }

@@ -55,7 +55,10 @@ struct EngineConfig {
   size_t cache_ram_bytes = 1u << 30;
   std::string cache_dir;           // empty: no disk tier
   size_t cache_disk_bytes = 8ull << 30;
-  std::string cache_namespace;     // model fingerprint + context settings; tasks add their salt
+  std::string cache_namespace;     // the model's fingerprint; tasks add their salt
+  // The disk tier lives in <cache_dir>/states-<hash of cache_namespace and the context's
+  // state layout>, so one --cache-dir serves several models and KV settings, each finding
+  // its own states and leaving the others' alone.
   bool verbose = false;            // one log line per request
   bool prefix_cache = true;        // false (--no-cache): no reuse, no snapshots, nothing kept; a baseline
   bool shadow_prefill = true;      // shadow.h; needs a progress callback
@@ -66,6 +69,10 @@ struct EngineConfig {
 
   int SeqPositions() const { return std::min(context.n_ctx, n_ctx_seq.value_or(context.n_ctx)); }
 };
+
+// <cache_dir>/states-<16 hex digits of XXH3-64 of cache_namespace and layout>: where the
+// disk tier of one model and state layout (engine::Context::StateLayout) lives.
+std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_namespace, const std::string& layout);
 
 struct EngineStats {
   int64_t requests_finished = 0;
@@ -96,7 +103,13 @@ class EngineLoop {
   EngineLoop(const engine::Model& model, EngineConfig config);
   ~EngineLoop();  // stops the thread; unfinished requests get a kError event
 
-  // Creates the context and starts the thread. Errors: from Context::Create.
+  // Creates the context, the cache and the disk tier. Errors: from Context::Create and
+  // DiskStore::Open. Once only.
+  Status Open();
+  // Whether the context runs flash attention (Context::flash_attn). REQUIRES: Open()
+  // succeeded; call before Start (the engine thread owns the context after).
+  bool flash_attn() const { return ctx_->flash_attn(); }
+  // Opens when not yet open, then starts the engine thread.
   Status Start();
   void Stop();
 

@@ -554,6 +554,47 @@ TEST_F(EngineLoopTest, AStopAndStartOnTheSameCacheDirKeepsTheConversation) {
   EXPECT_EQ(o.completion.usage.cached_tokens, static_cast<int>(t.prompt.size()));
 }
 
+// Another model (or KV layout) served from the same --cache-dir keeps its states apart
+// and leaves this one's alone: it used to quarantine them as foreign files.
+TEST_F(EngineLoopTest, AnotherModelOnTheSameCacheDirLeavesItsStatesAlone) {
+  EngineConfig c = Config(1);
+  c.cache_dir = testing::MakeTempDir() + "/states";
+  c.cache_namespace = "model-a";
+  GenerationTask t = Task(LongText("r", 30), 4);
+  t.cache_namespace = "model-a|salt";
+  t.snapshot_positions = {static_cast<int32_t>(t.prompt.size())};
+  {
+    EngineLoop loop(*model_, c);
+    ASSERT_TRUE(loop.Start().ok());
+    ASSERT_TRUE(Drain(*Submit(loop, t)).done);
+    loop.Stop();
+  }
+  {
+    EngineConfig other = c;
+    other.cache_namespace = "model-b";
+    EngineLoop loop(*model_, other);
+    ASSERT_TRUE(loop.Start().ok());
+    loop.Stop();
+  }
+  GenerationTask next = t;
+  next.prompt.insert(next.prompt.end(), t.prompt.begin() + 1, t.prompt.begin() + 6);
+  EngineLoop loop(*model_, c);
+  ASSERT_TRUE(loop.Start().ok());
+  Outcome o = Drain(*Submit(loop, next));
+  ASSERT_TRUE(o.done) << o.error.ToString();
+  ASSERT_TRUE(o.completion.usage.cache.has_value());
+  EXPECT_EQ(o.completion.usage.cache->tier, "disk");
+  EXPECT_EQ(o.completion.usage.cached_tokens, static_cast<int>(t.prompt.size()));
+}
+
+TEST(DiskTierDirTest, OneDirectoryPerModelAndStateLayout) {
+  const std::string a = DiskTierDir("/c", "model-a", "kv-f16-f16-fa");
+  EXPECT_EQ(a.rfind("/c/states-", 0), 0u) << a;
+  EXPECT_EQ(a, DiskTierDir("/c", "model-a", "kv-f16-f16-fa"));
+  EXPECT_NE(a, DiskTierDir("/c", "model-b", "kv-f16-f16-fa"));
+  EXPECT_NE(a, DiskTierDir("/c", "model-a", "kv-q8_0-f16-fa"));
+}
+
 // A paused request whose client gives up ends at once, not when room returns.
 TEST_F(EngineLoopTest, PausedRequestCancelledEndsAtOnce) {
   EngineLoop loop(*model_, Config(2));

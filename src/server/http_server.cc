@@ -63,7 +63,7 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
       template_(chat_template),
       engine_(engine),
       builder_(model, chat_template, engine.config().SeqPositions(), engine.config().cache_namespace,
-               config_.stabilizer),
+               config_.stabilizer, config_.chat_defaults),
       http_(std::make_unique<httplib::Server>()) {
   if (config_.warm_ahead) {
     warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);

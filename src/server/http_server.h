@@ -49,6 +49,7 @@ struct HttpConfig {
   std::string model_alias;       // the model id reported by /v1/models
   bool warm_ahead = true;        // prepare each conversation's next turn while idle
   chat::Stabilizer stabilizer;   // --stabilize rules
+  ChatDefaults chat_defaults;    // --chat-template-kwargs, --reasoning-format
   // Connections. Each is served by one worker thread (a generation holds its worker until
   // it ends): at most n_http_threads of them, with up to max_pending_connections more
   // waiting for one; beyond that a new connection is closed at once instead of queueing.
@@ -66,7 +67,7 @@ struct HttpConfig {
 class HttpServer {
  public:
   // All references must outlive the server. REQUIRES: `engine` not started yet (the
-  // server registers its warm-ahead callback).
+  // server registers its warm-ahead callbacks).
   HttpServer(HttpConfig config, const engine::Model& model, const engine::ChatTemplate& chat_template,
              EngineLoop& engine);
   ~HttpServer();

@@ -59,12 +59,13 @@ engine::SamplingParams ToEngine(const api::Sampling& s) {
 }  // namespace
 
 RequestBuilder::RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx,
-                               std::string cache_namespace, chat::Stabilizer stabilizer)
+                               std::string cache_namespace, chat::Stabilizer stabilizer, ChatDefaults chat_defaults)
     : model_(model),
       template_(chat_template),
       n_ctx_(n_ctx),
       cache_namespace_(std::move(cache_namespace)),
-      stabilizer_(std::move(stabilizer)) {
+      stabilizer_(std::move(stabilizer)),
+      chat_defaults_(std::move(chat_defaults)) {
   // Learn the template's turn structure from a probe conversation: the generation
   // prompt's first token marks the start of every turn, and the text between that marker
   // and a past assistant turn's content is how history opens an assistant turn.
@@ -134,6 +135,12 @@ StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::Generatio
   std::vector<engine::ChatMessage> messages;
   for (const auto& m : stable) messages.push_back(ToEngine(m));
   engine::RenderOptions ro;
+  ro.reasoning_format = chat_defaults_.reasoning_format;
+  ro.template_kwargs = chat_defaults_.template_kwargs;
+  if (auto it = ro.template_kwargs.find("enable_thinking"); it != ro.template_kwargs.end()) {
+    ro.enable_thinking = it->second != "false";
+    ro.template_kwargs.erase(it);
+  }
   if (request.enable_thinking) ro.enable_thinking = *request.enable_thinking;
   for (const auto& t : request.tools) ro.tools.push_back({t.name, t.description, t.parameters});
   if (!request.tools.empty()) {
@@ -142,7 +149,7 @@ StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::Generatio
     if (ro.tool_choice != "auto" && ro.tool_choice != "none" && ro.tool_choice != "required") ro.tool_choice = "required";
   }
   ro.parallel_tool_calls = request.parallel_tool_calls;
-  ro.template_kwargs = request.template_kwargs;
+  for (const auto& [key, value] : request.template_kwargs) ro.template_kwargs[key] = value;
   auto rendered = template_.Render(messages, ro);
   if (!rendered.ok() && DemoteLateSystemMessages(&messages)) rendered = template_.Render(messages, ro);
   return rendered;

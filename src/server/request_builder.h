@@ -6,6 +6,7 @@
 // and ChatTemplate it reads are immutable).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,13 +27,21 @@ struct BuildResult {
   std::string prompt_text;  // the rendered prompt, for /apply-template and logs
 };
 
+// Server-wide chat settings (`hearth serve --chat-template-kwargs`, --reasoning-format).
+struct ChatDefaults {
+  // Template variables for every request, values as JSON text; a request's own win.
+  // "enable_thinking" sets the default of GenerationRequest::enable_thinking.
+  std::map<std::string, std::string> template_kwargs;
+  std::string reasoning_format = "auto";  // engine::RenderOptions::reasoning_format
+};
+
 class RequestBuilder {
  public:
   // `model` and `chat_template` must outlive the builder. `n_ctx`: most positions one
   // sequence may use. `cache_namespace`: the model's cache namespace (requests add their
   // cache_salt to it).
   RequestBuilder(const engine::Model& model, const engine::ChatTemplate& chat_template, int n_ctx,
-                 std::string cache_namespace, chat::Stabilizer stabilizer = {});
+                 std::string cache_namespace, chat::Stabilizer stabilizer = {}, ChatDefaults chat_defaults = {});
 
   // A template that refuses system messages after the first turn gets them as user turns
   // wrapped in <system-reminder> tags instead (clients such as Claude Code send them).
@@ -79,6 +88,7 @@ class RequestBuilder {
   std::string assistant_start_;               // an assistant turn's opening as history renders it
   std::shared_ptr<const engine::TokenMemo> memo_;  // null when the marker is no safe split point
   chat::Stabilizer stabilizer_;
+  ChatDefaults chat_defaults_;
 };
 
 // 400 invalid_request_error with `message`.

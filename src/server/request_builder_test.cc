@@ -241,3 +241,40 @@ TEST_F(RequestBuilderTest, MovedSpansStartIsASnapshotPosition) {
 
 }  // namespace
 }  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+// --chat-template-kwargs and --reasoning-format: server-wide defaults that a request's
+// own settings override.
+TEST(RequestBuilderChatDefaultsTest, ServerDefaultsApplyAndRequestsWin) {
+  const engine::Model* model = testing::LoadTestModel("qwen35");
+  const engine::ChatTemplate* tmpl = testing::LoadTestTemplate("qwen35");
+  ASSERT_TRUE(model != nullptr && tmpl != nullptr);
+  ChatDefaults defaults;
+  defaults.template_kwargs["enable_thinking"] = "false";
+  defaults.reasoning_format = "none";
+  RequestBuilder plain(*model, *tmpl, 4096, "test");
+  RequestBuilder configured(*model, *tmpl, 4096, "test", {}, defaults);
+
+  api::GenerationRequest r;
+  r.messages.push_back({.role = "user", .content = "hi"});
+  auto text = [&](const RequestBuilder& b, const api::GenerationRequest& req) {
+    auto built = b.Build(req);
+    EXPECT_TRUE(std::holds_alternative<BuildResult>(built));
+    return std::holds_alternative<BuildResult>(built) ? std::get<BuildResult>(built) : BuildResult{};
+  };
+  const BuildResult thinking = text(plain, r);
+  const BuildResult not_thinking = text(configured, r);
+  ASSERT_TRUE(thinking.task.output_format && not_thinking.task.output_format);
+  // Qwen3.5's template closes an empty think block when thinking is off.
+  EXPECT_EQ(thinking.prompt_text.find("</think>"), std::string::npos) << thinking.prompt_text;
+  EXPECT_NE(not_thinking.prompt_text.find("</think>"), std::string::npos) << not_thinking.prompt_text;
+  EXPECT_NE(thinking.task.output_format->reasoning_format, not_thinking.task.output_format->reasoning_format);
+
+  r.enable_thinking = true;  // the request's own setting wins
+  EXPECT_EQ(text(configured, r).prompt_text, thinking.prompt_text);
+}
+
+}  // namespace
+}  // namespace hearth::server
