@@ -40,7 +40,15 @@ Status SetUpApiKeys(ServeFlags& f) {
                                      env ? std::optional<std::string_view>(env) : std::nullopt);
   if (!keys.ok()) return keys.status();
   if (keys->empty()) return Status::Ok();
-  auto secret = server::LoadNamespaceSecret(f.engine.prefix_cache ? f.engine.cache_dir : "");
+  const std::string dir = f.engine.prefix_cache ? f.engine.cache_dir : "";
+  auto secret = server::LoadNamespaceSecret(dir);
+  if (!secret.ok() && !dir.empty()) {
+    // Serve rather than refuse: the disk tier is then off too (EngineLoop::Start says so),
+    // and a state kept under a per-run secret can only go unmatched after a restart.
+    std::fprintf(stderr, "hearth: %s; API key namespaces use a secret for this run only\n",
+                 secret.status().message().c_str());
+    secret = server::LoadNamespaceSecret("");
+  }
   if (!secret.ok()) return secret.status();
   f.http.api_keys = server::MakeApiKeys(*keys, *secret);
   return Status::Ok();

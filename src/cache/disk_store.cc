@@ -1,15 +1,13 @@
 #include "cache/disk_store.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
+#include <istream>
 #include <tuple>
 
 #include "cache/state_file.h"
@@ -22,6 +20,30 @@ namespace fs = std::filesystem;
 constexpr const char* kSuffix = ".state";
 constexpr size_t kMaxPendingBytes = 64u << 20;  // queued for the writer before Write waits (counts against resident memory)
 
+// An istream's buffer over a ReadableFile that keeps the file's first error, so that a
+// reader can tell a failed read (the file may be sound) from a short or corrupt file.
+class FileBuf : public std::streambuf {
+ public:
+  explicit FileBuf(ReadableFile& file) : file_(file) {}
+  const Status& error() const { return error_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    if (!error_.ok()) return traits_type::eof();
+    auto n = file_.Read(std::span(reinterpret_cast<uint8_t*>(buf_), sizeof(buf_)));
+    if (!n.ok()) error_ = n.status();
+    if (!n.ok() || *n == 0) return traits_type::eof();
+    setg(buf_, buf_, buf_ + *n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  ReadableFile& file_;
+  Status error_;
+  char buf_[1 << 16];
+};
+
 bool SameState(const std::string& ns, std::span<const Token> tokens, StateKind kind, const std::string& want_ns,
                std::span<const Token> want_tokens, StateKind want_kind) {
   return kind == want_kind && ns == want_ns && std::equal(tokens.begin(), tokens.end(), want_tokens.begin(), want_tokens.end());
@@ -31,16 +53,20 @@ bool SameState(const std::string& ns, std::span<const Token> tokens, StateKind k
 
 StatusOr<std::unique_ptr<DiskStore>> DiskStore::Open(const std::string& dir, size_t budget_bytes,
                                                      const std::string& ns_prefix, Options options) {
-  std::error_code ec;
-  fs::create_directories(fs::path(dir) / "quarantine", ec);
-  if (ec) return Unavailable("cannot create cache directory " + dir + ": " + ec.message());
+  FileSystem& files = options.file_system != nullptr ? *options.file_system : FileSystem::Posix();
+  if (Status s = files.CreateDirs((fs::path(dir) / "quarantine").string()); !s.ok()) {
+    return Status(s.code() == StatusCode::kResourceExhausted ? s.code() : StatusCode::kUnavailable,
+                  "cannot use cache directory " + dir + ": " + s.message());
+  }
   auto store = std::unique_ptr<DiskStore>(new DiskStore(dir, budget_bytes, ns_prefix, options));
+  HEARTH_RETURN_IF_ERROR(store->ProbeWritable());
   store->Load();
   return store;
 }
 
 DiskStore::DiskStore(std::string dir, size_t budget, std::string ns_prefix, Options options)
-    : dir_(std::move(dir)),
+    : file_system_(options.file_system != nullptr ? *options.file_system : FileSystem::Posix()),
+      dir_(std::move(dir)),
       budget_(budget),
       ns_prefix_(std::move(ns_prefix)),
       options_(options),
@@ -53,6 +79,32 @@ DiskStore::~DiskStore() {
   }
   cv_.notify_all();
   writer_.join();
+}
+
+// A directory that cannot take a file (read-only, full, not ours to write) would fail
+// every state written to it: the caller is better told now and runs without the tier.
+// The probe's name holds ".tmp", which Load removes should a crash leave it.
+Status DiskStore::ProbeWritable() {
+  const std::string probe = (fs::path(dir_) / ("write-probe.tmp." + std::to_string(::getpid()))).string();
+  auto fail = [&](const Status& s) {
+    static_cast<void>(file_system_.Remove(probe));
+    return Status(s.code() == StatusCode::kResourceExhausted ? s.code() : StatusCode::kUnavailable,
+                  "cannot use cache directory " + dir_ + ": " + s.message());
+  };
+  if (auto listed = file_system_.List(dir_); !listed.ok()) return fail(listed.status());
+  auto file = file_system_.Create(probe);
+  if (!file.ok()) return fail(file.status());
+  const uint8_t byte[1] = {0};
+  Status s = (*file)->Append(byte);
+  if (s.ok()) s = (*file)->Sync();
+  if (Status c = (*file)->Close(); s.ok()) s = c;
+  if (s.ok()) s = file_system_.Remove(probe);
+  return s.ok() ? s : fail(s);
+}
+
+size_t DiskStore::write_errors() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return write_errors_;
 }
 
 void DiskStore::Flush() {
@@ -85,12 +137,13 @@ void DiskStore::WriterLoop() {
     } catch (const std::exception& e) {
       written = Unavailable("cannot write " + path + ": " + e.what());
     }
-    if (!written.ok()) std::fprintf(stderr, "hearth: %s\n", written.message().c_str());
+    if (!written.ok()) std::fprintf(stderr, "hearth: disk tier: %s; the state is dropped\n", written.message().c_str());
     std::lock_guard<std::mutex> lock(mu_);
-    if (w->removed) {
-      std::error_code ec;
-      fs::remove(path, ec);
+    if (!written.ok()) {
+      ++write_errors_;
+      if (!w->removed) failed_.emplace_back(w->key, w->generation);
     }
+    if (w->removed && written.ok()) static_cast<void>(file_system_.Remove(path));
     auto it = pending_.find(w->key);
     if (it != pending_.end() && it->second == w) pending_.erase(it);
     pending_bytes_ -= w->file.size();
@@ -98,22 +151,38 @@ void DiskStore::WriterLoop() {
   }
 }
 
+// Temporary name, flush, rename: a crash never leaves a partial file under `path`, and a
+// failure removes the temporary.
 Status DiskStore::WriteFile(const std::string& path, const std::vector<uint8_t>& file) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  // Private: the header holds the conversation's tokens, which detokenize to its text.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  const bool ok = WriteAll(fd, file.data(), file.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Unavailable("cannot write " + path + ": " + std::strerror(errno));
+  auto out = file_system_.Create(tmp);  // mode 0600: the header holds the conversation's tokens
+  if (!out.ok()) return out.status();
+  Status s = (*out)->Append(file);
+  if (s.ok()) s = (*out)->Sync();
+  if (Status c = (*out)->Close(); s.ok()) s = c;
+  if (s.ok()) s = file_system_.Rename(tmp, path);
+  if (!s.ok()) {
+    static_cast<void>(file_system_.Remove(tmp));
+    return s;
   }
-  if (const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  static_cast<void>(file_system_.SyncDir(dir_));  // the rename's durability; the file is whole either way
   return Status::Ok();
+}
+
+void DiskStore::ForgetFailedWrites() {
+  std::vector<std::pair<uint64_t, int64_t>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed.swap(failed_);
+  }
+  for (const auto& [key, generation] : failed) {
+    auto it = std::find_if(files_.begin(), files_.end(),
+                           [&](const auto& f) { return f.first == key && f.second.generation == generation; });
+    if (it == files_.end()) continue;  // removed, or written again since
+    bytes_ -= it->second.bytes;
+    files_.erase(it);
+    evicted_.push_back(key);
+  }
 }
 
 uint64_t DiskStore::KeyOf(const std::string& ns, std::span<const Token> tokens, StateKind kind) const {
@@ -128,13 +197,11 @@ std::string DiskStore::PathOf(uint64_t key) const {
 }
 
 void DiskStore::Quarantine(const std::string& path, const std::string& why) {
-  std::error_code ec;
-  const fs::path to = fs::path(dir_) / "quarantine" / fs::path(path).filename();
-  fs::rename(path, to, ec);
-  if (ec) {
-    fs::remove(path, ec);
+  const std::string to = (fs::path(dir_) / "quarantine" / fs::path(path).filename()).string();
+  if (file_system_.Rename(path, to).ok()) {
+    static_cast<void>(file_system_.Touch(to));  // its age in quarantine, for pruning
   } else {
-    fs::last_write_time(to, fs::file_time_type::clock::now(), ec);  // its age in quarantine, for pruning
+    static_cast<void>(file_system_.Remove(path));
   }
   ++quarantined_;
   std::fprintf(stderr, "hearth: cache file %s quarantined: %s\n", path.c_str(), why.c_str());
@@ -142,47 +209,52 @@ void DiskStore::Quarantine(const std::string& path, const std::string& why) {
 }
 
 void DiskStore::PruneQuarantine() {
-  struct Bad {
-    fs::file_time_type moved;
-    std::string name;
-    size_t bytes = 0;
-  };
-  std::error_code ec;
-  const fs::path qdir = fs::path(dir_) / "quarantine";
-  std::vector<Bad> bad;
-  for (const auto& de : fs::directory_iterator(qdir, ec)) {
-    std::error_code fec;
-    if (!de.is_regular_file(fec)) continue;
-    const auto size = de.file_size(fec);
-    bad.push_back({de.last_write_time(fec), de.path().filename().string(), fec ? 0 : static_cast<size_t>(size)});
-  }
+  const std::string qdir = (fs::path(dir_) / "quarantine").string();
+  auto listed = file_system_.List(qdir);
+  if (!listed.ok()) return;
+  std::vector<FileSystem::FileInfo>& bad = *listed;
   // Newest first: keep a prefix within both bounds, and always the newest.
-  std::sort(bad.begin(), bad.end(), [](const Bad& a, const Bad& b) { return std::tie(b.moved, b.name) < std::tie(a.moved, a.name); });
+  std::sort(bad.begin(), bad.end(), [](const auto& a, const auto& b) {
+    return std::tie(b.mtime_ns, b.name) < std::tie(a.mtime_ns, a.name);
+  });
   size_t kept_bytes = 0;
   for (size_t i = 0; i < bad.size(); ++i) {
-    kept_bytes += bad[i].bytes;
+    kept_bytes += static_cast<size_t>(bad[i].bytes);
     if (i == 0 || (i < options_.quarantine_files && kept_bytes <= options_.quarantine_bytes)) continue;
-    fs::remove(qdir / bad[i].name, ec);
+    static_cast<void>(file_system_.Remove((fs::path(qdir) / bad[i].name).string()));
   }
 }
 
 void DiskStore::Load() {
-  std::error_code ec;
-  std::vector<std::pair<fs::file_time_type, Entry>> found;
-  for (const auto& de : fs::directory_iterator(dir_, ec)) {
-    if (!de.is_regular_file()) continue;
-    const std::string path = de.path().string();
-    const std::string name = de.path().filename().string();
+  std::vector<std::pair<int64_t, Entry>> found;
+  auto listed = file_system_.List(dir_);
+  if (!listed.ok()) std::fprintf(stderr, "hearth: disk tier: %s\n", listed.status().message().c_str());
+  for (const FileSystem::FileInfo& fi : listed.ok() ? *listed : std::vector<FileSystem::FileInfo>{}) {
+    const std::string path = (fs::path(dir_) / fi.name).string();
+    const std::string& name = fi.name;
     if (name.find(".tmp") != std::string::npos) {  // a write interrupted by a crash
-      fs::remove(de.path(), ec);
+      static_cast<void>(file_system_.Remove(path));
       continue;
     }
     if (!name.ends_with(kSuffix)) continue;
-    std::ifstream in(path, std::ios::binary);
+    auto file = file_system_.OpenForRead(path);
+    if (!file.ok()) {  // not proven bad: it stays for a later start
+      ++read_errors_;
+      std::fprintf(stderr, "hearth: disk tier: %s; not used\n", file.status().message().c_str());
+      continue;
+    }
+    FileBuf buf(**file);
+    std::istream in(&buf);
     StateHeader h;
     size_t header_size = 0;
     std::string why;
-    if (!DecodeStateHeader(in, &h, &header_size, &why)) {
+    const bool decoded = DecodeStateHeader(in, &h, &header_size, &why);
+    if (!buf.error().ok()) {
+      ++read_errors_;
+      std::fprintf(stderr, "hearth: disk tier: %s; not used\n", buf.error().message().c_str());
+      continue;
+    }
+    if (!decoded) {
       Quarantine(path, why);
       continue;
     }
@@ -190,7 +262,7 @@ void DiskStore::Load() {
       Quarantine(path, "belongs to another model or context configuration");
       continue;
     }
-    const size_t size = static_cast<size_t>(de.file_size());
+    const auto size = static_cast<size_t>(fi.bytes);
     if (size != header_size + h.payload_len) {
       Quarantine(path, "size " + std::to_string(size) + " != " + std::to_string(header_size + h.payload_len));
       continue;
@@ -205,12 +277,13 @@ void DiskStore::Load() {
       Quarantine(path, "file name does not match its content");
       continue;
     }
-    found.emplace_back(de.last_write_time(), std::move(e));
+    found.emplace_back(fi.mtime_ns, std::move(e));
   }
   PruneQuarantine();  // also what an earlier run left there
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [t, e] : found) {
-    files_.push_back({e.key, {e.bytes, ++clock_}});
+    ++clock_;
+    files_.push_back({e.key, {e.bytes, clock_, clock_}});
     bytes_ += e.bytes;
     found_.push_back(std::move(e));
   }
@@ -219,6 +292,7 @@ void DiskStore::Load() {
 StatusOr<uint64_t> DiskStore::Write(const std::string& ns, std::span<const Token> tokens, StateKind kind,
                                     std::span<const uint8_t> bytes) {
   evicted_.clear();
+  ForgetFailedWrites();
   StateHeader h;
   h.kind = kind;
   h.ns = ns;
@@ -245,6 +319,8 @@ StatusOr<uint64_t> DiskStore::Write(const std::string& ns, std::span<const Token
   w->file.assign(header.begin(), header.end());
   w->payload_offset = header.size();
   w->file.insert(w->file.end(), bytes.begin(), bytes.end());
+  const int64_t generation = ++clock_;
+  w->generation = generation;
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Back-pressure: the engine waits only when the disk is far behind.
@@ -254,7 +330,7 @@ StatusOr<uint64_t> DiskStore::Write(const std::string& ns, std::span<const Token
     queue_.push_back(std::move(w));
   }
   cv_.notify_all();
-  files_.push_back({key, {total, ++clock_}});
+  files_.push_back({key, {total, generation, generation}});
   bytes_ += total;
   return key;
 }
@@ -277,15 +353,25 @@ StatusOr<std::vector<uint8_t>> DiskStore::Read(uint64_t key, const std::string& 
       return std::vector<uint8_t>(w.file.begin() + static_cast<std::ptrdiff_t>(w.payload_offset), w.file.end());
     }
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto read_error = [&](const Status& s) {
+    ++read_errors_;
+    std::fprintf(stderr, "hearth: disk tier: %s; the state is recomputed\n", s.message().c_str());
+    return Unavailable(s.message());
+  };
+  auto file = file_system_.OpenForRead(path);
+  if (!file.ok() && file.status().code() == StatusCode::kNotFound) {
     Remove(key);  // a write that failed: forget it
     return NotFound("no cache file " + path);
   }
+  if (!file.ok()) return read_error(file.status());
+  FileBuf buf(**file);
+  std::istream in(&buf);
   StateHeader h;
   size_t header_size = 0;
   std::string why;
-  if (!DecodeStateHeader(in, &h, &header_size, &why)) {
+  const bool decoded = DecodeStateHeader(in, &h, &header_size, &why);
+  if (!buf.error().ok()) return read_error(buf.error());
+  if (!decoded) {
     Quarantine(path, why);
     Remove(key);
     return DataLoss("cache file " + path + ": " + why);
@@ -293,8 +379,9 @@ StatusOr<std::vector<uint8_t>> DiskStore::Read(uint64_t key, const std::string& 
   // The file is sound but may be another state's: it stays, for the state it belongs to.
   if (!SameState(h.ns, h.tokens, h.kind, ns, tokens, kind)) return refuse(h.ns, h.tokens.size());
   std::vector<uint8_t> out(h.payload_len);
-  if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size())) ||
-      XXH3_64bits(out.data(), out.size()) != h.payload_hash) {
+  const bool whole = static_cast<bool>(in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size())));
+  if (!buf.error().ok()) return read_error(buf.error());
+  if (!whole || XXH3_64bits(out.data(), out.size()) != h.payload_hash) {
     Quarantine(path, "payload truncated or checksum mismatch");
     Remove(key);
     return DataLoss("cache file " + path + " is corrupt");
@@ -319,8 +406,7 @@ void DiskStore::Remove(uint64_t key) {
       return;
     }
   }
-  std::error_code ec;
-  fs::remove(PathOf(key), ec);
+  static_cast<void>(file_system_.Remove(PathOf(key)));
 }
 
 }  // namespace hearth::cache

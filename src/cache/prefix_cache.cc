@@ -320,8 +320,9 @@ std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* nod
 }
 
 // Restores a serialized state (RAM or disk) into `seq`. A disk file that fails its
-// checks (corrupt: quarantined by the store; or holding another state, whose key
-// collided with this one's) is never restored, and its state is forgotten here.
+// checks (corrupt: quarantined by the store; unreadable; or holding another state, whose
+// key collided with this one's) is never restored, and its state is forgotten here, as
+// is a RAM state the context refused for any reason but room.
 Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
   PrefixTree::Node* node = nullptr;
   State* s = tree_.FindState(id, &node);
@@ -329,11 +330,18 @@ Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
   tree_.Touch(id);
   if (s->tier != Tier::kDisk) {
     restored_bytes_ += Bytes(*s).size();
-    return store_.Restore(seq, Bytes(*s), partial);
+    Status restored = store_.Restore(seq, Bytes(*s), partial);
+    // Bytes the context refused once it refuses again: forget them rather than fail
+    // every later request on this path. A state that lacked room stays (see Acquire).
+    if (!restored.ok() && restored.code() != StatusCode::kResourceExhausted) {
+      std::fprintf(stderr, "hearth: a RAM state at position %d failed to restore (%s); dropped\n", node->depth,
+                   restored.message().c_str());
+      Forget(id);
+    }
+    return restored;
   }
   auto loaded = disk_->Read(s->disk_key, tree_.NamespaceOf(node), tree_.PathTokens(node), s->kind);
   if (!loaded.ok()) {
-    if (loaded.status().code() == StatusCode::kDataLoss) stats_.snapshots_quarantined++;
     tree_.RemoveState(id);
     return loaded.status();
   }
@@ -408,7 +416,10 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
     report.no_room = false;
     report.n_reused = c.depth;
     report.tier = src->tier;
-    if (c.depth < static_cast<int32_t>(m.n_matched)) {
+    if (!report.stopped_because.empty()) {
+      // A deeper restore failed: that is why reuse stopped here, and the caller says so.
+      report.stopped_because += "; resumed at " + std::to_string(c.depth);
+    } else if (c.depth < static_cast<int32_t>(m.n_matched)) {
       report.stopped_because = "no usable state between position " + std::to_string(c.depth) + " and " +
                                std::to_string(m.n_matched) + " where the prompt leaves the cache";
     }
@@ -674,6 +685,9 @@ CacheStats PrefixCache::stats() const {
   CacheStats s = stats_;
   s.bytes_ram = ram_bytes_;
   s.bytes_disk = disk_ ? disk_->bytes() : 0;
+  s.snapshots_quarantined = disk_ ? static_cast<int64_t>(disk_->quarantined()) : 0;  // at start-up too
+  s.disk_read_errors = disk_ ? static_cast<int64_t>(disk_->read_errors()) : 0;
+  s.disk_write_errors = disk_ ? static_cast<int64_t>(disk_->write_errors()) : 0;
   s.device_cached = static_cast<int>(device_state_of_seq_.size());
   s.n_nodes = tree_.n_nodes();
   s.n_states = tree_.n_states();

@@ -64,8 +64,10 @@ struct ResumeReport {
 
 struct CacheStats {
   int64_t hits_device = 0, hits_ram = 0, hits_disk = 0, misses = 0;
-  int64_t snapshots_taken = 0, snapshots_evicted = 0, snapshots_quarantined = 0;
+  int64_t snapshots_taken = 0, snapshots_evicted = 0;
+  int64_t snapshots_quarantined = 0;  // disk files set aside since the store opened (DiskStore::quarantined)
   int64_t tokens_reused = 0;
+  int64_t disk_read_errors = 0, disk_write_errors = 0;  // I/O errors (files at start-up included)
   size_t bytes_ram = 0, bytes_disk = 0;
   int device_cached = 0;
   size_t n_nodes = 0, n_states = 0;
@@ -90,6 +92,7 @@ struct CacheSummary {
   static constexpr size_t kMaxStates = 32;
   CacheStats stats;
   size_t ram_budget_bytes = 0, disk_budget_bytes = 0;
+  std::string disk_unavailable;             // set by the owner: why the disk tier asked for is off
   size_t n_conversations = 0;               // all of them
   std::vector<Conversation> conversations;  // the most recently used first, at most the limit asked for
 };

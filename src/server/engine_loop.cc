@@ -62,17 +62,25 @@ Status EngineLoop::Open() {
   ctx_ = std::move(*ctx);
   sequences_ = std::make_unique<ContextSequenceStore>(*ctx_);
   if (!config_.cache_dir.empty()) {
+    cache::DiskStore::Options options;
+    options.file_system = config_.cache_file_system;
     auto disk = cache::DiskStore::Open(DiskTierDir(config_.cache_dir, config_.cache_namespace, ctx_->StateLayout()),
-                                       config_.cache_disk_bytes, config_.cache_namespace);
-    if (!disk.ok()) return disk.status();
-    disk_ = std::move(*disk);
+                                       config_.cache_disk_bytes, config_.cache_namespace, options);
+    if (disk.ok()) {
+      disk_ = std::move(*disk);
+    } else {
+      // A cache is an optimization: serve without the tier rather than not at all.
+      disk_unavailable_ = disk.status().message();
+      std::fprintf(stderr, "hearth: disk tier OFF: %s; serving with the device and RAM tiers only\n",
+                   disk_unavailable_.c_str());
+    }
   }
   cache::CacheConfig cc;
   for (engine::LayerKind k : model_.info().layers) cc.needs_partial |= (k != engine::LayerKind::kAttention);
   for (int i = 0; i < config_.context.n_seq_max; ++i) cc.sequences.push_back(i);
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
-  cache_summary_ = FormatCacheSummary(cache_->Summarize(kMaxConversationsSummarized));
+  cache_summary_ = FormatCacheSummary(Summarize());
   return Status::Ok();
 }
 
@@ -127,6 +135,12 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
 EngineStats EngineLoop::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+cache::CacheSummary EngineLoop::Summarize() const {
+  cache::CacheSummary summary = cache_->Summarize(kMaxConversationsSummarized);
+  summary.disk_unavailable = disk_unavailable_;
+  return summary;
 }
 
 std::string EngineLoop::DescribeCache() const {
@@ -311,7 +325,7 @@ bool EngineLoop::WaitForWork() {
     // The tree's summary walks every node: while busy, a few times a second is enough.
     const auto now = Clock::now();
     if (!busy || now - summary_refreshed_ > std::chrono::milliseconds(250)) {
-      cache_summary_ = FormatCacheSummary(cache_->Summarize(kMaxConversationsSummarized));
+      cache_summary_ = FormatCacheSummary(Summarize());
       summary_refreshed_ = now;
     }
     auto has_work = [this] { return stopping_ || !queue_.empty() || !background_queue_.empty(); };

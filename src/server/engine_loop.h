@@ -54,6 +54,7 @@ struct EngineConfig {
   int max_queued = 64;             // tasks waiting for a slot before Submit says 503
   size_t cache_ram_bytes = 1u << 30;
   std::string cache_dir;           // empty: no disk tier
+  cache::FileSystem* cache_file_system = nullptr;  // the disk tier's files; nullptr: the machine's
   size_t cache_disk_bytes = 8ull << 30;
   std::string cache_namespace;     // the model's fingerprint; tasks add their salt
   // The disk tier lives in <cache_dir>/states-<hash of cache_namespace and the context's
@@ -131,9 +132,14 @@ class EngineLoop {
   EngineStats stats() const;
   // JSON summary of the prefix cache (GET /v1/cache).
   std::string DescribeCache() const;
+  // Why the disk tier that cache_dir asks for is off (the directory could not be
+  // created, read or written at start): empty when it runs or none was asked for.
+  // Set by Start.
+  const std::string& disk_unavailable() const { return disk_unavailable_; }
   const EngineConfig& config() const { return config_; }
 
  private:
+  cache::CacheSummary Summarize() const;  // cache_->Summarize, with what the loop knows of the disk tier
   struct Queued {
     GenerationTask task;
     std::shared_ptr<RequestStream> stream;
@@ -188,6 +194,7 @@ class EngineLoop {
   std::unique_ptr<engine::Context> ctx_;
   std::unique_ptr<cache::SequenceStore> sequences_;
   std::unique_ptr<cache::DiskStore> disk_;
+  std::string disk_unavailable_;
   std::unique_ptr<cache::PrefixCache> cache_;
   FinishedCallback on_finished_;
   ProgressCallback on_progress_;

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <exception>
 
+#include <nlohmann/json.hpp>
+
 #include "api/anthropic.h"
 #include "api/openai.h"
 #include "api/utility.h"
@@ -191,8 +193,11 @@ void HttpServer::RegisterRoutes() {
   s.Get("/v1/models", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(api::openai::ModelsJson({{config_.model_alias, 0, "hearth"}}), "application/json");
   }));
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json out = {{"status", "ok"}};
+    // Still serving, but a person should know the disk tier asked for is not there.
+    if (!engine_.disk_unavailable().empty()) out["disk_tier"] = {{"unavailable", engine_.disk_unavailable()}};
+    res.set_content(out.dump(), "application/json");
   });
   s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(FormatPrometheus(engine_.stats()), "text/plain; version=0.0.4");

@@ -45,6 +45,10 @@ std::string FormatPrometheus(const EngineStats& s) {
   Add(&out, "cache_snapshots_evicted_total", "counter", "States dropped or moved down a tier.", c.snapshots_evicted);
   Add(&out, "cache_snapshots_quarantined_total", "counter", "Corrupt or foreign disk states set aside.",
       c.snapshots_quarantined);
+  out += "# HELP hearth_cache_disk_errors_total Disk tier reads and writes that failed (I/O error, full disk).\n";
+  out += "# TYPE hearth_cache_disk_errors_total counter\n";
+  out += "hearth_cache_disk_errors_total{op=\"read\"} " + std::to_string(c.disk_read_errors) + "\n";
+  out += "hearth_cache_disk_errors_total{op=\"write\"} " + std::to_string(c.disk_write_errors) + "\n";
   out += "# HELP hearth_cache_bytes Bytes held by cached states, by tier.\n";
   out += "# TYPE hearth_cache_bytes gauge\n";
   out += "hearth_cache_bytes{tier=\"ram\"} " + std::to_string(c.bytes_ram) + "\n";
@@ -81,9 +85,14 @@ std::string FormatCacheSummary(const cache::CacheSummary& summary) {
       {"tiers",
        {{"device", {{"sequences", s.device_cached}}},
         {"ram", {{"bytes", s.bytes_ram}, {"budget", summary.ram_budget_bytes}}},
-        {"disk", {{"bytes", s.bytes_disk}, {"budget", summary.disk_budget_bytes}}}}},
+        {"disk",
+         {{"bytes", s.bytes_disk},
+          {"budget", summary.disk_budget_bytes},
+          {"read_errors", s.disk_read_errors},
+          {"write_errors", s.disk_write_errors}}}}},
       {"n_conversations", summary.n_conversations},
   };
+  if (!summary.disk_unavailable.empty()) out["tiers"]["disk"]["unavailable"] = summary.disk_unavailable;
   json conversations = json::array();
   for (const auto& c : summary.conversations) {
     char ns[17];
