@@ -143,7 +143,8 @@ TEST(DiskTierFaultsTest, AfterARestartEveryFaultServesWhatAColdRunServes) {
       EXPECT_EQ(faulty.fired(f) > 0, at_write);
     }
     size_t state_files = 0;
-    for (const auto& e : std::filesystem::directory_iterator(dir)) state_files += e.path().extension() == ".state" ? 1 : 0;
+    // The disk tier keeps its files in a directory of its model and layout under dir.
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) state_files += e.path().extension() == ".state" ? 1 : 0;
     EXPECT_EQ(state_files == 0, f == FileFault::kWriteError) << state_files << " state files";
     FaultyFileSystem faulty;
     if (!at_write) faulty.Inject(f, FaultyFileSystem::kAlways);
