@@ -32,6 +32,7 @@ struct ServeFlags {
   bool stabilize_drop = false;
   int cache_sequences = 2;
   size_t cache_ram_mib = 2048;
+  std::optional<size_t> cache_pin_mib;  // unset: half of --cache-ram
   size_t cache_disk_mib = 16384;
   bool verbose = false;
 };
@@ -112,6 +113,7 @@ int RunServe(ServeFlags f) {
   f.engine.verbose = f.verbose;
   f.engine.context.n_seq_max = f.engine.n_parallel + f.cache_sequences;
   f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
+  f.engine.cache_pin_bytes = f.cache_pin_mib ? std::min(*f.cache_pin_mib, f.cache_ram_mib) << 20 : f.engine.cache_ram_bytes / 2;
   f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
   // Measured before the model loads, so free memory still includes what its weights take.
   auto memory = engine::MeasureContextMemory(f.model_path, {}, f.engine.context);
@@ -174,6 +176,11 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("-P,--parallel", f->engine.n_parallel, "requests decoded together")->capture_default_str();
   cmd->add_option("--cache-seqs", f->cache_sequences, "idle conversations kept on the device")->capture_default_str();
   cmd->add_option("--cache-ram", f->cache_ram_mib, "MiB of host RAM for cached states")->capture_default_str();
+  cmd->add_option("--cache-pin-minutes", f->engine.cache_pin_minutes,
+                  "keep each conversation active this recently in RAM before idle ones (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--cache-pin-budget", f->cache_pin_mib, "MiB of the RAM tier that pins may hold (default: half of --cache-ram)");
   cmd->add_option("--cache-dir", f->engine.cache_dir, "directory for the disk tier (survives restarts)");
   cmd->add_option("--cache-disk", f->cache_disk_mib, "MiB of disk for cached states")->capture_default_str();
   cmd->add_option("-b,--batch-size", f->engine.context.n_batch, "tokens per decode step")->capture_default_str();

@@ -80,7 +80,7 @@ std::string FormatCacheSummary(const cache::CacheSummary& summary) {
       {"snapshots", {{"taken", s.snapshots_taken}, {"evicted", s.snapshots_evicted}, {"quarantined", s.snapshots_quarantined}}},
       {"tiers",
        {{"device", {{"sequences", s.device_cached}}},
-        {"ram", {{"bytes", s.bytes_ram}, {"budget", summary.ram_budget_bytes}}},
+        {"ram", {{"bytes", s.bytes_ram}, {"budget", summary.ram_budget_bytes}, {"held_bytes", s.bytes_held}, {"holds", s.n_holds}}},
         {"disk", {{"bytes", s.bytes_disk}, {"budget", summary.disk_budget_bytes}}}}},
       {"n_conversations", summary.n_conversations},
   };

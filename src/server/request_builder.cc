@@ -128,12 +128,14 @@ int32_t RequestBuilder::GenerationStart(const std::vector<engine::Token>& prompt
   return n;
 }
 
-StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::GenerationRequest& request) const {
+StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::GenerationRequest& request,
+                                                            bool add_generation_prompt) const {
   std::vector<api::Message> stable = request.messages;
   stabilizer_.Apply(stable);
   std::vector<engine::ChatMessage> messages;
   for (const auto& m : stable) messages.push_back(ToEngine(m));
   engine::RenderOptions ro;
+  ro.add_generation_prompt = add_generation_prompt;
   if (request.enable_thinking) ro.enable_thinking = *request.enable_thinking;
   for (const auto& t : request.tools) ro.tools.push_back({t.name, t.description, t.parameters});
   if (!request.tools.empty()) {
@@ -195,6 +197,33 @@ std::optional<int32_t> RequestBuilder::MovedSpansStart(const api::GenerationRequ
   return static_cast<int32_t>(n);
 }
 
+void RequestBuilder::MapCacheHints(const api::GenerationRequest& request, GenerationTask* task) const {
+  const api::CacheHints& hints = request.cache_hints;
+  task->cache_conversation = hints.key;
+  if (hints.extended) task->newest_hold_seconds = 24 * 3600;
+  if (request.prompt) return;
+  const auto& snaps = task->snapshot_positions;
+  std::vector<int32_t> ends;  // computed once, for templates that refuse a prefix
+  for (const api::CacheBreakpoint& bp : hints.breakpoints) {
+    if (bp.message < 0 || static_cast<size_t>(bp.message) >= request.messages.size()) continue;
+    api::GenerationRequest prefix = request;
+    prefix.messages.resize(static_cast<size_t>(bp.message) + 1);
+    int32_t end = 0;
+    if (auto rendered = RenderChat(prefix, /*add_generation_prompt=*/false); rendered.ok()) {
+      end = static_cast<int32_t>(engine::CommonPrefix(TokenizeRendered(rendered->prompt), task->prompt));
+    } else {
+      // A template that refuses the prefix alone (Qwen's wants a user message): each
+      // message is one turn as far as that goes.
+      if (ends.empty()) ends = MessageEnds(task->prompt);
+      if (static_cast<size_t>(bp.message) >= ends.size()) continue;
+      end = ends[static_cast<size_t>(bp.message)];
+    }
+    auto it = std::upper_bound(snaps.begin(), snaps.end(), end);
+    if (it == snaps.begin()) continue;
+    task->cache_breakpoints.push_back({*std::prev(it), bp.ttl_seconds});
+  }
+}
+
 std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::GenerationRequest& request) const {
   auto rendered = Render(request);
   if (auto* err = std::get_if<api::ApiError>(&rendered)) return *err;
@@ -227,6 +256,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
     out.task.max_tokens = room;
   }
   out.task.cache_namespace = CacheNamespace(request.cache_salt);
+  MapCacheHints(request, &out.task);
   out.task.sampling = ToEngine(request.sampling);
   if (Status s = out.task.sampling.Validate(); !s.ok()) return BadRequest(s.message());
   for (const auto& s : request.stop) out.task.stop.push_back(s);
