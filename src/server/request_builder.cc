@@ -201,23 +201,28 @@ void RequestBuilder::MapCacheHints(const api::GenerationRequest& request, Genera
   const api::CacheHints& hints = request.cache_hints;
   task->cache_conversation = hints.key;
   if (hints.extended) task->newest_hold_seconds = 24 * 3600;
-  if (request.prompt) return;
+  if (request.prompt || hints.breakpoints.empty()) return;
   const auto& snaps = task->snapshot_positions;
-  std::vector<int32_t> ends;  // computed once, for templates that refuse a prefix
+  // With one turn per message (the common case) message i ends at the (i+1)-th turn
+  // marker; a template that merges or adds turns (Qwen's joins tool results, and opens a
+  // system turn for tools) gets the messages through i rendered and compared instead.
+  const std::vector<int32_t> ends = MessageEnds(task->prompt);
+  const bool one_turn_each = ends.size() == request.messages.size();
   for (const api::CacheBreakpoint& bp : hints.breakpoints) {
     if (bp.message < 0 || static_cast<size_t>(bp.message) >= request.messages.size()) continue;
-    api::GenerationRequest prefix = request;
-    prefix.messages.resize(static_cast<size_t>(bp.message) + 1);
     int32_t end = 0;
-    if (auto rendered = RenderChat(prefix, /*add_generation_prompt=*/false); rendered.ok()) {
-      end = static_cast<int32_t>(engine::CommonPrefix(TokenizeRendered(rendered->prompt), task->prompt));
-    } else {
-      // A template that refuses the prefix alone (Qwen's wants a user message): each
-      // message is one turn as far as that goes.
-      if (ends.empty()) ends = MessageEnds(task->prompt);
-      if (static_cast<size_t>(bp.message) >= ends.size()) continue;
+    if (one_turn_each) {
       end = ends[static_cast<size_t>(bp.message)];
+    } else {
+      api::GenerationRequest prefix = request;
+      prefix.messages.resize(static_cast<size_t>(bp.message) + 1);
+      auto rendered = RenderChat(prefix, /*add_generation_prompt=*/false);
+      if (!rendered.ok()) continue;
+      end = static_cast<int32_t>(engine::CommonPrefix(TokenizeRendered(rendered->prompt), task->prompt));
     }
+    // The last message's end has no snapshot of its own: the generation start, a few
+    // tokens on, serves it (SnapshotPositions).
+    if (task->generation_start >= end && task->generation_start - end <= 4) end = task->generation_start;
     auto it = std::upper_bound(snaps.begin(), snaps.end(), end);
     if (it == snaps.begin()) continue;
     task->cache_breakpoints.push_back({*std::prev(it), bp.ttl_seconds});
