@@ -310,9 +310,9 @@ MaybeError ReadCacheControls(const Json& body, const std::vector<size_t>& ends, 
       if (auto e = ReadCacheControl((*system)[j], IndexPath("system", j), 0, hints)) return e;
     }
   }
-  const Json& messages = body["messages"];
-  for (size_t i = 0; i < messages.size() && i < ends.size(); ++i) {
-    const Json* content = FindField(messages[i], "content");
+  const Json* messages = FindField(body, "messages");
+  for (size_t i = 0; messages != nullptr && i < messages->size() && i < ends.size(); ++i) {
+    const Json* content = FindField((*messages)[i], "content");
     if (content == nullptr || !content->is_array()) continue;
     const std::string path = FieldPath(IndexPath("messages", i), "content");
     for (size_t j = 0; j < content->size(); ++j) {

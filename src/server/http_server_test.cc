@@ -196,7 +196,8 @@ TEST_F(HttpServerTest, AnthropicCacheCreationIsWhatTheRequestStored) {
   for (int i = 0; i < 40 && !stored; ++i) {
     auto cache = server_->client().Get("/v1/cache");
     ASSERT_TRUE(cache && cache->status == 200);
-    for (const auto& c : json::parse(cache->body)["conversations"]) {
+    const json summary = json::parse(cache->body);
+    for (const auto& c : summary["conversations"]) {
       for (const auto& st : c["states"]) stored = stored || st["position"] == written;
     }
     if (!stored) std::this_thread::sleep_for(std::chrono::milliseconds(100));
