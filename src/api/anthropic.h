@@ -14,7 +14,11 @@
 //   2. Every returned string is valid UTF-8 (invalid model bytes become U+FFFD).
 //   3. Unknown request fields are ignored, as are the known ones hearth has no use for
 //      (metadata, service_tier, container, mcp_servers, context_management,
-//      cache_control on any block, thinking signatures).
+//      thinking signatures).
+//   4. cache_control ({"type":"ephemeral"}, optional "ttl" "5m" or "1h"; at most 4 blocks)
+//      on tools, system and message blocks becomes a CacheBreakpoint: the end of the
+//      message holding the block (for tools and system blocks, message 0). A bad type or
+//      ttl is a 400 naming it. Blocks inside tool_result content are not read.
 //
 // Request mapping worth knowing:
 //   - `system` (string or text blocks) becomes one leading "system" message.

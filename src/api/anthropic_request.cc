@@ -9,6 +9,8 @@ namespace hearth::api::anthropic {
 namespace {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+// Anthropic's own limit on blocks with cache_control in one request.
+constexpr size_t kMaxCacheBreakpoints = 4;
 
 // Schema for a tool declared without input_schema: templates expect an object.
 constexpr const char* kEmptySchema = R"({"type":"object","properties":{}})";
@@ -139,7 +141,8 @@ MaybeError ReadAssistantBlocks(const Json& blocks, const std::string& path, Mess
   return std::nullopt;
 }
 
-MaybeError ReadMessages(const Json& body, std::vector<Message>* out) {
+// `ends[i]`: how many messages `out` holds once wire message i is read.
+MaybeError ReadMessages(const Json& body, std::vector<Message>* out, std::vector<size_t>* ends) {
   const Json* messages = FindField(body, "messages");
   if (messages == nullptr) return FieldError("messages", "is required");
   if (!messages->is_array()) return FieldError("messages", "must be an array");
@@ -158,6 +161,7 @@ MaybeError ReadMessages(const Json& body, std::vector<Message>* out) {
     const std::string content_path = FieldPath(path, "content");
     const Json* content = FindField(m, "content");
     if (content == nullptr) return FieldError(content_path, "is required");
+    ends->push_back(out->size() + 1);  // corrected below when a user turn splits
     if (content->is_string()) {
       out->push_back(MakeMessage(role, content->get<std::string>()));
       continue;
@@ -173,6 +177,7 @@ MaybeError ReadMessages(const Json& body, std::vector<Message>* out) {
     }
     if (role == "user") {
       if (auto e = ReadUserBlocks(*content, content_path, names, out)) return e;
+      ends->back() = out->size();
       continue;
     }
     Message msg = MakeMessage("assistant");
@@ -271,6 +276,52 @@ MaybeError ReadThinking(const Json& body, GenerationRequest* req) {
   return std::nullopt;
 }
 
+// One block's cache_control: {"type":"ephemeral"} with an optional "ttl" of "5m" or
+// "1h". A breakpoint keeps the prompt through the end of message `message`.
+MaybeError ReadCacheControl(const Json& block, const std::string& path, int message, CacheHints* hints) {
+  if (!block.is_object()) return std::nullopt;
+  const Json* cc = FindField(block, "cache_control");
+  if (cc == nullptr || cc->is_null()) return std::nullopt;
+  const std::string cc_path = FieldPath(path, "cache_control");
+  if (!cc->is_object()) return FieldError(cc_path, "must be an object");
+  std::string type;
+  if (auto e = ReadRequiredString(*cc, "type", cc_path, &type)) return e;
+  if (type != "ephemeral") return FieldError(FieldPath(cc_path, "type"), "must be \"ephemeral\"");
+  std::optional<std::string> ttl;
+  if (auto e = ReadString(*cc, "ttl", &ttl, cc_path)) return e;
+  if (ttl && *ttl != "5m" && *ttl != "1h") return FieldError(FieldPath(cc_path, "ttl"), "must be \"5m\" or \"1h\"");
+  if (hints->breakpoints.size() == kMaxCacheBreakpoints) {
+    return FieldError(cc_path, "may be set on at most " + std::to_string(kMaxCacheBreakpoints) + " blocks");
+  }
+  hints->breakpoints.push_back({message, ttl == "1h" ? 3600 : 300});
+  return std::nullopt;
+}
+
+// cache_control on tools, system blocks and message blocks, in prompt order. Tools and
+// system blocks keep the system turn (message 0: templates render tools there).
+MaybeError ReadCacheControls(const Json& body, const std::vector<size_t>& ends, CacheHints* hints) {
+  if (const Json* tools = FindField(body, "tools"); tools != nullptr && tools->is_array()) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      if (auto e = ReadCacheControl((*tools)[i], IndexPath("tools", i), 0, hints)) return e;
+    }
+  }
+  if (const Json* system = FindField(body, "system"); system != nullptr && system->is_array()) {
+    for (size_t j = 0; j < system->size(); ++j) {
+      if (auto e = ReadCacheControl((*system)[j], IndexPath("system", j), 0, hints)) return e;
+    }
+  }
+  const Json* messages = FindField(body, "messages");
+  for (size_t i = 0; messages != nullptr && i < messages->size() && i < ends.size(); ++i) {
+    const Json* content = FindField((*messages)[i], "content");
+    if (content == nullptr || !content->is_array()) continue;
+    const std::string path = FieldPath(IndexPath("messages", i), "content");
+    for (size_t j = 0; j < content->size(); ++j) {
+      if (auto e = ReadCacheControl((*content)[j], IndexPath(path, j), static_cast<int>(ends[i]) - 1, hints)) return e;
+    }
+  }
+  return std::nullopt;
+}
+
 ParseResult<GenerationRequest> ParseBody(const Json& body, bool require_max_tokens) {
   GenerationRequest req;
   req.flavor = Flavor::kAnthropic;
@@ -279,7 +330,8 @@ ParseResult<GenerationRequest> ParseBody(const Json& body, bool require_max_toke
   req.model = model.value_or("");
 
   if (auto e = ReadSystem(body, &req.messages)) return *e;
-  if (auto e = ReadMessages(body, &req.messages)) return *e;
+  std::vector<size_t> ends;  // per wire message
+  if (auto e = ReadMessages(body, &req.messages, &ends)) return *e;
 
   std::optional<int64_t> max_tokens;
   if (auto e = ReadInt(body, "max_tokens", 1, kInt64Max, &max_tokens)) return *e;
@@ -301,6 +353,7 @@ ParseResult<GenerationRequest> ParseBody(const Json& body, bool require_max_toke
   if (auto e = ReadTools(body, &req.tools)) return *e;
   if (auto e = ReadToolChoice(body, &req)) return *e;
   if (auto e = ReadThinking(body, &req)) return *e;
+  if (auto e = ReadCacheControls(body, ends, &req.cache_hints)) return *e;
   return req;
 }
 

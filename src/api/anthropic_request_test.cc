@@ -205,6 +205,29 @@ TEST(AnthropicRequestTest, ToolChoiceAndThinkingForms) {
   EXPECT_EQ(parse(R"(,"thinking":{"type":"adaptive"})").enable_thinking, std::nullopt);
 }
 
+// Breakpoints name the message whose end they keep: system and tools blocks the system
+// turn, a user block the last message its turn split into; ttl 5m unless "1h".
+TEST(AnthropicRequestTest, CacheControlBecomesBreakpointsAtMessageEnds) {
+  const GenerationRequest req = ParseOk(R"({"max_tokens": 10,
+    "tools": [{"name": "f", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+    "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
+    "messages": [
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"},
+                                   {"type": "text", "text": "go on", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]},
+      {"role": "assistant", "content": [{"type": "text", "text": "x", "cache_control": null}]}]})");
+  ASSERT_EQ(req.messages.size(), 6u);  // system, user, assistant, tool, user, assistant
+  ASSERT_EQ(req.cache_hints.breakpoints.size(), 3u);
+  EXPECT_EQ(req.cache_hints.breakpoints[0].message, 0);
+  EXPECT_EQ(req.cache_hints.breakpoints[0].ttl_seconds, 3600);
+  EXPECT_EQ(req.cache_hints.breakpoints[1].message, 0);
+  EXPECT_EQ(req.cache_hints.breakpoints[1].ttl_seconds, 300);
+  EXPECT_EQ(req.cache_hints.breakpoints[2].message, 4);
+  EXPECT_EQ(req.cache_hints.breakpoints[2].ttl_seconds, 300);
+  EXPECT_TRUE(ParseOk(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]})").cache_hints.breakpoints.empty());
+}
+
 TEST(AnthropicRequestTest, CountTokensDoesNotNeedMaxTokens) {
   const char* body = R"({"model":"m","messages":[{"role":"user","content":"count me"}],
                          "tools":[{"name":"t","input_schema":{"type":"object"}}]})";
@@ -303,6 +326,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{OK_START R"("tool_choice":{"type":"sometimes"},)" HI "}", "tool_choice.type",
                    "must be"},
         BadRequest{OK_START R"("thinking":{"type":"on"},)" HI "}", "thinking.type", "must be"},
+        BadRequest{OK_START R"("messages":[{"role":"user","content":[{"type":"text","text":"x",
+                   "cache_control":{"type":"ephemeral","ttl":"10m"}}]}]})",
+                   "messages[0].content[0].cache_control.ttl", "must be \"5m\" or \"1h\""},
+        BadRequest{OK_START R"("system":[{"type":"text","text":"s","cache_control":{"type":"persistent"}}],)" HI "}",
+                   "system[0].cache_control.type", "must be \"ephemeral\""},
+        BadRequest{OK_START R"("tools":[{"name":"a","cache_control":"ephemeral"}],)" HI "}",
+                   "tools[0].cache_control", "must be an object"},
+        BadRequest{OK_START R"("tools":[{"name":"a","cache_control":{"ttl":"5m"}}],)" HI "}",
+                   "tools[0].cache_control.type", "is required"},
+        BadRequest{OK_START R"("messages":[{"role":"user","content":[{"type":"text","text":"x",
+                   "cache_control":{"type":"ephemeral","ttl":3600}}]}]})",
+                   "messages[0].content[0].cache_control.ttl", "must be a string"},
+        BadRequest{OK_START R"("system":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},
+                   {"type":"text","text":"b","cache_control":{"type":"ephemeral"}},
+                   {"type":"text","text":"c","cache_control":{"type":"ephemeral"}},
+                   {"type":"text","text":"d","cache_control":{"type":"ephemeral"}},
+                   {"type":"text","text":"e","cache_control":{"type":"ephemeral"}}],)" HI "}",
+                   "system[4].cache_control", "at most 4 blocks"},
         BadRequest{OK_START R"("thinking":{"type":"enabled","budget_tokens":"lots"},)" HI "}",
                    "thinking.budget_tokens", "must be an integer"}));
 

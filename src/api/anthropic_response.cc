@@ -9,12 +9,13 @@
 namespace hearth::api::anthropic {
 namespace {
 
-// Anthropic counts cache reads apart from input: input_tokens are the prompt tokens that
-// were actually prefilled.
+// Anthropic splits the prompt in three, which add up to it: cache reads (reused), cache
+// writes (prefilled and kept as a state a later request can resume through) and
+// input_tokens (prefilled and not kept).
 Json UsageJson(const Usage& u) {
   Json j;
-  j["input_tokens"] = std::max(0, u.prompt_tokens - u.cached_tokens);
-  j["cache_creation_input_tokens"] = 0;
+  j["input_tokens"] = std::max(0, u.prompt_tokens - u.cached_tokens - u.cache_written_tokens);
+  j["cache_creation_input_tokens"] = u.cache_written_tokens;
   j["cache_read_input_tokens"] = u.cached_tokens;
   j["output_tokens"] = u.completion_tokens;
   if (u.cache) j["hearth_cache"] = CacheReportJson(*u.cache);

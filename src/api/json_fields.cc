@@ -253,6 +253,7 @@ Json CacheReportJson(const CacheReport& r) {
   Json j;
   j["reused_tokens"] = r.reused_tokens;
   j["prefilled_tokens"] = r.prefilled_tokens;
+  j["written_tokens"] = r.written_tokens;
   j["tier"] = r.tier.empty() ? Json(nullptr) : Json(r.tier);
   j["restore_ms"] = r.restore_ms;
   j["restored_bytes"] = r.restored_bytes;

@@ -68,6 +68,14 @@ MaybeError ReadCommon(const Json& body, GenerationRequest* req) {
   if (auto e = ReadString(body, "cache_salt", &salt)) return e;
   if (salt) req->cache_salt = *salt;
   if (auto e = ReadString(body, "user", &user)) return e;  // accepted, unused
+  std::optional<std::string> cache_key, retention;
+  if (auto e = ReadString(body, "prompt_cache_key", &cache_key)) return e;
+  if (cache_key) req->cache_hints.key = *cache_key;
+  if (auto e = ReadString(body, "prompt_cache_retention", &retention)) return e;
+  if (retention && *retention != "in_memory" && *retention != "24h") {
+    return FieldError("prompt_cache_retention", "must be \"in_memory\" or \"24h\"");
+  }
+  req->cache_hints.extended = retention == "24h";
 
   return ReadSampling(body, &req->sampling);
 }

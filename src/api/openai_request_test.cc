@@ -111,6 +111,21 @@ TEST(OpenAIRequestTest, DefaultsWhenFieldsAreAbsentOrNull) {
   EXPECT_TRUE(req.cache_salt.empty());
 }
 
+TEST(OpenAIRequestTest, PromptCacheKeyAndRetention) {
+  auto r = ParseChatCompletionRequest(
+      R"({"messages":[{"role":"user","content":"hi"}],"prompt_cache_key":"conv-7","prompt_cache_retention":"24h"})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().cache_hints.key, "conv-7");
+  EXPECT_TRUE(r.value().cache_hints.extended);
+  r = ParseChatCompletionRequest(R"({"messages":[{"role":"user","content":"hi"}],"prompt_cache_retention":"in_memory"})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r.value().cache_hints.extended);
+  EXPECT_TRUE(r.value().cache_hints.key.empty());
+  r = ParseCompletionRequest(R"({"prompt":"hi","prompt_cache_key":"k","prompt_cache_retention":null})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().cache_hints.key, "k");
+}
+
 TEST(OpenAIRequestTest, SamplingFieldsAndAliases) {
   GenerationRequest req = ParseOk(
       R"({"messages":[{"role":"user","content":"hi"}],"top_k":40,"min_p":0.05,"seed":42,
@@ -236,6 +251,10 @@ TEST_P(OpenAIChatErrorTest, IsA400NamingTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, OpenAIChatErrorTest,
     testing::Values(
+        BadRequest{"{" USER R"(,"prompt_cache_retention":"1h"})", "prompt_cache_retention",
+                   "must be \"in_memory\" or \"24h\""},
+        BadRequest{"{" USER R"(,"prompt_cache_retention":24})", "prompt_cache_retention", "must be a string"},
+        BadRequest{"{" USER R"(,"prompt_cache_key":{"id":1}})", "prompt_cache_key", "must be a string"},
         BadRequest{R"({"messages": [)", "", "not valid JSON: parse error at line 1, column 15"},
         BadRequest{R"([{"role":"user"}])", "", "must be a JSON object, not array"},
         BadRequest{"{\"messages\":[{\"role\":\"user\",\"content\":\"\xC3\x28\"}]}", "",

@@ -49,6 +49,21 @@ struct Sampling {
 
 enum class Flavor { kOpenAIChat, kOpenAICompletion, kAnthropic };
 
+// A client's wish to keep the prompt cached through the end of one message (Anthropic
+// cache_control on a block of it; on tools or system: the system turn, message 0).
+struct CacheBreakpoint {
+  int message = 0;         // index into GenerationRequest::messages
+  int ttl_seconds = 300;   // "5m" (the default) or "1h"
+};
+
+// What a client says about caching, validated by the front end and honoured by the
+// server as cache holds (see docs/api.md).
+struct CacheHints {
+  std::vector<CacheBreakpoint> breakpoints;  // Anthropic cache_control, in prompt order
+  std::string key;            // OpenAI prompt_cache_key: groups one conversation's requests
+  bool extended = false;      // OpenAI prompt_cache_retention "24h"
+};
+
 struct GenerationRequest {
   Flavor flavor = Flavor::kOpenAIChat;
   std::string model;
@@ -66,6 +81,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage
   std::string cache_salt;      // isolates cache namespaces
+  CacheHints cache_hints;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls, kStopSequence, kCancelled };
@@ -74,6 +90,7 @@ enum class FinishReason { kStop, kLength, kToolCalls, kStopSequence, kCancelled 
 struct CacheReport {
   int reused_tokens = 0;
   int prefilled_tokens = 0;
+  int written_tokens = 0;       // Usage::cache_written_tokens (at admission: 0, nothing yet)
   std::string tier;             // "device", "ram", "disk"; empty when nothing was reused
   double restore_ms = 0;
   size_t restored_bytes = 0;    // serialized state read back from RAM or disk
@@ -93,6 +110,9 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens reused from the cache, not prefilled
+  // Prompt tokens this request prefilled that the cache keeps a state for (a later
+  // request can resume through them): Anthropic's cache_creation_input_tokens.
+  int cache_written_tokens = 0;
   std::optional<CacheReport> cache;
 };
 

@@ -122,6 +122,7 @@ int RunServe(ServeFlags f) {
   f.engine.verbose = f.verbose;
   f.engine.context.n_seq_max = f.engine.n_parallel + f.cache_sequences;
   f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
+  f.engine.cache_pin_bytes = f.cache_pin_mib ? std::min(*f.cache_pin_mib, f.cache_ram_mib) << 20 : f.engine.cache_ram_bytes / 2;
   f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
   // Measured before the model loads, so free memory still includes what its weights take.
   auto memory = engine::MeasureContextMemory(f.model_path, f.model, f.engine.context);

@@ -113,7 +113,10 @@ TEST(ServeTest, DefaultsServeClaudeCodesFirstRequest) {
   const json reply = json::parse(res->body);
   const json& usage = reply["usage"];
   // More than the 8192 cells `hearth serve` used to default to.
-  EXPECT_GT(usage["input_tokens"].get<int>() + usage["cache_read_input_tokens"].get<int>(), 8192) << res->body;
+  EXPECT_GT(usage["input_tokens"].get<int>() + usage["cache_creation_input_tokens"].get<int>() +
+                usage["cache_read_input_tokens"].get<int>(),
+            8192)
+      << res->body;
 
   const std::string startup = ReadFile(log);
   EXPECT_NE(startup.find("hearth: context 262144 cells: the model's training context"), std::string::npos)

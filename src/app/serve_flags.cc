@@ -195,6 +195,14 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_option("--cache-ram", f.cache_ram_mib, "MiB of host RAM for cached states")
       ->capture_default_str()
       ->group(kCache);
+  cmd.add_option("--cache-pin-minutes", f.engine.cache_pin_minutes,
+                 "keep each conversation active this recently in RAM before idle ones (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(kCache);
+  cmd.add_option("--cache-pin-budget", f.cache_pin_mib,
+                 "MiB of the RAM tier that pins may hold (default: half of --cache-ram)")
+      ->group(kCache);
   cmd.add_option("--cache-dir", f.engine.cache_dir, "directory for the disk tier (survives restarts)")->group(kCache);
   cmd.add_option("--cache-disk", f.cache_disk_mib, "MiB of disk for cached states")
       ->capture_default_str()

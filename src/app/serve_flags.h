@@ -34,6 +34,7 @@ struct ServeFlags {
   bool stabilize_drop = false;
   int cache_sequences = 2;
   size_t cache_ram_mib = 2048;
+  std::optional<size_t> cache_pin_mib;  // unset: half of --cache-ram
   size_t cache_disk_mib = 16384;
   bool verbose = false;
   bool list_devices = false;

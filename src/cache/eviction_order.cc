@@ -30,10 +30,13 @@ Wide CeilDiv(Wide n, Wide d) {  // d > 0
   return q;
 }
 
+// Rule 1 of the order: which class a state is in, lowest first.
+int ClassOf(const EvictionOrder::Entry& e) { return e.held ? 2 : e.newest ? 1 : 0; }
+
 }  // namespace
 
 bool EvictionOrder::Before(const Entry& a, const Entry& b, int64_t now) {
-  if (a.newest != b.newest) return !a.newest;
+  if (ClassOf(a) != ClassOf(b)) return ClassOf(a) < ClassOf(b);
   const Scales s = ScalesOf(a, b);
   // value_a < value_b  <=>  depth_a * bytes_b * age_b < depth_b * bytes_a * age_a, where
   // age = 1 + now - last_used >= 1.
@@ -49,7 +52,7 @@ bool EvictionOrder::Before(const Entry& a, const Entry& b, int64_t now) {
 int64_t EvictionOrder::SwapTime(int winner, int loser) const {
   const Entry& w = slots_[static_cast<size_t>(winner)];
   const Entry& l = slots_[static_cast<size_t>(loser)];
-  if (w.newest != l.newest) return kNever;
+  if (ClassOf(w) != ClassOf(l)) return kNever;
   const Scales s = ScalesOf(l, w);
   const Wide slope = s.a - s.b;
   if (slope >= 0) return kNever;
@@ -137,6 +140,13 @@ void EvictionOrder::SetNewest(uint64_t id, bool newest) {
   auto it = slot_of_.find(id);
   if (it == slot_of_.end() || slots_[static_cast<size_t>(it->second)].newest == newest) return;
   slots_[static_cast<size_t>(it->second)].newest = newest;
+  Update(it->second);
+}
+
+void EvictionOrder::SetHeld(uint64_t id, bool held) {
+  auto it = slot_of_.find(id);
+  if (it == slot_of_.end() || slots_[static_cast<size_t>(it->second)].held == held) return;
+  slots_[static_cast<size_t>(it->second)].held = held;
   Update(it->second);
 }
 

@@ -3,7 +3,8 @@
 //
 // The order, lowest (first to go) first:
 //   1. states that are not the newest of their conversation (some state lies below
-//      theirs) before those that are;
+//      theirs) before those that are, and both before held ones (PrefixCache's pins:
+//      a live conversation's newest state, a client's cache breakpoint);
 //   2. lower value = depth / max(bytes, 1) / (1 + now - last_used): tokens of recompute a
 //      state saves per byte, discounted by how long ago it was used;
 //   3. lower id.
@@ -39,6 +40,7 @@ class EvictionOrder {
     int64_t bytes = 0;      // its size in RAM
     int64_t last_used = 0;  // logical clock
     bool newest = false;    // nothing stored below it: the newest of its conversation
+    bool held = false;      // pinned by the cache: goes after every state that is not
   };
 
   // REQUIRES: `e.id` is not present; depth >= 0, bytes >= 0.
@@ -47,6 +49,7 @@ class EvictionOrder {
   void Erase(uint64_t id);
   void SetLastUsed(uint64_t id, int64_t last_used);
   void SetNewest(uint64_t id, bool newest);
+  void SetHeld(uint64_t id, bool held);
 
   // The lowest entry at time `now`; nullopt when empty. A `now` earlier than now() counts
   // as now() (the clock never goes back).

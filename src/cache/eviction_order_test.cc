@@ -18,12 +18,13 @@ double Value(const Entry& e, int64_t now) {
 }
 
 // The lowest entry by a pass over all of them: newest ones only when no other is left,
-// else the lowest value. Ties: any of the tied may come out.
+// held ones only after those, else the lowest value. Ties: any of the tied may come out.
 std::optional<Entry> BruteLowest(const std::map<uint64_t, Entry>& all, int64_t now) {
   std::optional<Entry> best;
-  for (const bool spare_newest : {true, false}) {
+  for (const int pass : {0, 1, 2}) {
     for (const auto& [id, e] : all) {
-      if (spare_newest && e.newest) continue;
+      const int cls = e.held ? 2 : e.newest ? 1 : 0;
+      if (cls != pass) continue;
       if (!best || Value(e, now) < Value(*best, now)) best = e;
     }
     if (best) break;
@@ -60,7 +61,17 @@ TEST(EvictionOrderTest, TheOrderSwapsAsTheClockAdvances) {
   EXPECT_EQ(order.CheckInvariants(), "");
 }
 
-// Random entries coming, going, being used and changing newest-ness, with the clock
+TEST(EvictionOrderTest, HeldStatesGoAfterEveryOther) {
+  EvictionOrder order;
+  order.Insert({1, 10, 10, 1, /*newest=*/false, /*held=*/true});  // the lowest value
+  order.Insert({2, 100, 10, 1, /*newest=*/true});
+  EXPECT_EQ(order.Lowest(1)->id, 2u) << "a held state goes after a newest one";
+  order.SetHeld(1, false);
+  EXPECT_EQ(order.Lowest(2)->id, 1u);
+  EXPECT_EQ(order.CheckInvariants(), "");
+}
+
+// Random entries coming, going, being used and changing newest-ness and holds, with the clock
 // moving on: the order's choice is always one a pass over all of them would make.
 TEST(EvictionOrderTest, AgreesWithAPassOverAllEntries) {
   std::mt19937_64 rng(7);
@@ -73,7 +84,7 @@ TEST(EvictionOrderTest, AgreesWithAPassOverAllEntries) {
     for (int op = 0; op < n_ops; ++op) {
       now += static_cast<int64_t>(rng() % 4);
       const uint64_t pick = all.empty() ? 0 : std::next(all.begin(), static_cast<long>(rng() % all.size()))->first;
-      switch (all.empty() ? 0 : rng() % 6) {
+      switch (all.empty() ? 0 : rng() % 7) {
         case 0:
         case 1: {
           // Sizes and depths like partial (small, fixed) and full (proportional) states.
@@ -97,6 +108,10 @@ TEST(EvictionOrderTest, AgreesWithAPassOverAllEntries) {
           all[pick].newest = !all[pick].newest;
           order.SetNewest(pick, all[pick].newest);
           break;
+        case 5:
+          all[pick].held = !all[pick].held;
+          order.SetHeld(pick, all[pick].held);
+          break;
         default:
           now += static_cast<int64_t>(rng() % 200);
       }
@@ -106,6 +121,7 @@ TEST(EvictionOrderTest, AgreesWithAPassOverAllEntries) {
       ASSERT_EQ(got.has_value(), want.has_value());
       if (!got) continue;
       ASSERT_EQ(got->newest, want->newest) << "round " << round << " op " << op;
+      ASSERT_EQ(got->held, want->held) << "round " << round << " op " << op;
       ASSERT_DOUBLE_EQ(Value(*got, now), Value(*want, now))
           << "round " << round << " op " << op << ": chose " << got->id << ", a pass chooses " << want->id;
       if (op % 50 == 0) {

@@ -134,7 +134,7 @@ std::optional<uint64_t> PrefixCache::LeastRecentIdleDevice() {
   for (const auto& [seq, id] : device_state_of_seq_) {
     PrefixTree::Node* node = nullptr;
     const State* s = tree_.FindState(id, &node);
-    if (!s || s->pins > 0) continue;
+    if (!s) continue;
     const std::pair<bool, int64_t> rank{!DroppableAt(node, *s).has_value(), s->last_used};
     if (rank < worst) {
       worst = rank;
@@ -160,7 +160,7 @@ bool PrefixCache::SpareASequence() {
   int idle = 0;
   for (const auto& [seq, id] : device_state_of_seq_) {
     const State* s = tree_.FindState(id);
-    idle += s && s->pins == 0 ? 1 : 0;
+    idle += s ? 1 : 0;
   }
   return idle >= 2 && EvictIdleDevice();
 }
@@ -447,6 +447,18 @@ bool PrefixCache::Holds(const std::string& ns, std::span<const Token> tokens) {
   return node != nullptr && FindSource(node, false, depth).has_value();
 }
 
+int32_t PrefixCache::ResumableDepth(const std::string& ns, std::span<const Token> tokens) {
+  PrefixTree::PruneScope scope(tree_);
+  auto m = tree_.MatchPrefix(ns, tokens);
+  if (!config_.needs_partial && m.below != nullptr && FindSource(m.below, false, static_cast<int32_t>(m.n_matched))) {
+    return static_cast<int32_t>(m.n_matched);
+  }
+  for (auto it = m.path.rbegin(); it != m.path.rend() && (*it)->depth > 0; ++it) {
+    if (FindSource(*it, config_.needs_partial, (*it)->depth)) return (*it)->depth;
+  }
+  return 0;
+}
+
 void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<const Token> tokens) {
   PrefixTree::PruneScope scope(tree_);
   if (!config_.needs_partial || tokens.empty()) return;
@@ -566,15 +578,19 @@ void PrefixCache::Unlend(int32_t seq) {
 // Drops RAM states, least valuable first, until the budget holds. Value: tokens of
 // recompute a state saves per byte, discounted by how long ago it was used. The newest
 // state of each conversation (nothing stored below it) goes only when nothing else is
-// left: it is where that conversation's next turn resumes. The index keeps that order
-// (eviction_order.h). States go to disk first when a disk tier exists.
+// left: it is where that conversation's next turn resumes. Held states (see Hold) go
+// after those, and only once the least recently held one has lost its hold. The index
+// keeps that order (eviction_order.h). States go to disk first when a disk tier exists.
 void PrefixCache::EnforceRamBudget() {
+  EnforceHolds();
   while (ram_bytes_ > config_.ram_budget_bytes) {
     std::optional<EvictionOrder::Entry> lowest = index_.NextRamVictim(tree_.Tick());
     // Newest states are ranked a tick later, as when they were a second pass over the
     // tree: the clock, and so every later choice, runs as it did.
     if (!lowest || lowest->newest) lowest = index_.NextRamVictim(tree_.Tick());
     if (!lowest) break;
+    // Only held states are left: the pin budget is more than RAM holds.
+    if (lowest->held && UnholdLeastRecent()) continue;
     const uint64_t victim = lowest->id;
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(victim, &node);
@@ -689,6 +705,9 @@ CacheStats PrefixCache::stats() const {
   s.disk_read_errors = disk_ ? static_cast<int64_t>(disk_->read_errors()) : 0;
   s.disk_write_errors = disk_ ? static_cast<int64_t>(disk_->write_errors()) : 0;
   s.device_cached = static_cast<int>(device_state_of_seq_.size());
+  for (const auto& [node, h] : holds_) s.bytes_held += RamBytesAt(node);
+  s.n_holds = holds_.size();
+  s.holds_released = holds_released_;
   s.n_nodes = tree_.n_nodes();
   s.n_states = tree_.n_states();
   return s;

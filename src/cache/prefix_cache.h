@@ -21,7 +21,11 @@
 //     dropped, lowest value first: see eviction_order.h).
 //  3. Every public call runs inside one PrefixTree::PruneScope, so no tree node it holds
 //     is freed before it returns (a failed restore or an eviction halfway through frees
-//     nothing under its feet). No Node* is kept across calls but pinned ones (lent_).
+//     nothing under its feet). No Node* is kept across calls but pinned ones (lent_,
+//     holds_).
+//  4. Held RAM bytes (the RAM states on held nodes) <= pin_budget after every public
+//     call, and no hold outlives its time: past the budget the least recently held
+//     node loses its hold first (see Hold).
 #pragma once
 
 #include <chrono>
@@ -47,6 +51,20 @@ struct CacheConfig {
   bool needs_partial = true;           // the model has recurrent or sliding-window layers
   std::vector<int32_t> sequences;      // context sequence ids the cache hands out
   size_t ram_budget_bytes = 1u << 30;  // --cache-ram
+  size_t pin_budget_bytes = 1u << 29;  // --cache-pin-budget: held RAM states at most
+  // The time holds expire by; null: std::chrono::steady_clock::now. Tests inject one.
+  std::function<std::chrono::steady_clock::time_point()> clock;
+};
+
+// A hold keeps the states at one position in RAM past the eviction order (they go only
+// after every state that is not held) for a while, within CacheConfig::pin_budget_bytes.
+struct HoldSpec {
+  std::chrono::seconds duration{0};  // held until the cache's clock passes now + duration
+  // The newest state of a conversation: releases the holds on older turns of it, that is
+  // newest holds above it on its path and, with a `conversation` key, that key's other
+  // newest holds in the namespace.
+  bool newest = false;
+  std::string conversation;  // an opaque key grouping one conversation's holds; empty: none
 };
 
 // Where a resume came from, and where reuse stopped.
@@ -69,6 +87,9 @@ struct CacheStats {
   int64_t tokens_reused = 0;
   int64_t disk_read_errors = 0, disk_write_errors = 0;  // I/O errors (files at start-up included)
   size_t bytes_ram = 0, bytes_disk = 0;
+  size_t bytes_held = 0;  // RAM states on held nodes
+  size_t n_holds = 0;
+  int64_t holds_released = 0;  // for the pin budget (expiries and newer turns not counted)
   int device_cached = 0;
   size_t n_nodes = 0, n_states = 0;
 };
@@ -128,6 +149,10 @@ class PrefixCache {
   // that position (or, for attention-only models, anywhere past it on its path).
   bool Holds(const std::string& ns, std::span<const Token> tokens);
 
+  // The deepest position d <= tokens.size() at which a request for tokens[0, d) could
+  // resume with all of them (as Holds); 0 when none.
+  int32_t ResumableDepth(const std::string& ns, std::span<const Token> tokens);
+
   // `seq` holds exactly `tokens`: keep its recurrent / sliding-window state here
   // (a message boundary or the start of generation). No-op for attention-only models or
   // when a state at this position already exists.
@@ -145,6 +170,14 @@ class PrefixCache {
   void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t reply_start = 0);
   // Gives `seq` back empty.
   void Release(int32_t seq);
+
+  // Holds the states at the deepest position of `tokens`' path that has any, at most
+  // tokens.size() (a breakpoint between snapshots holds the one before it), for
+  // `spec.duration` from now. A second hold on the same position extends it and makes it
+  // the most recently held. Returns the position held; nullopt when no state lies on the
+  // path. Past the pin budget the least recently held positions lose their holds (at once,
+  // and whenever held bytes grow). A hold pins its tree node until it ends.
+  std::optional<int32_t> Hold(const std::string& ns, std::span<const Token> tokens, const HoldSpec& spec);
 
   // Lends a second sequence holding what lent sequence `seq` holds now (a cheap copy in
   // a unified KV cache), for work that branches off a request (shadow prefill). Returned
@@ -200,6 +233,15 @@ class PrefixCache {
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
   std::optional<uint64_t> LeastRecentIdleDevice();
   void EnforceRamBudget();
+  using TimePoint = std::chrono::steady_clock::time_point;
+  TimePoint Now() const { return config_.clock ? config_.clock() : std::chrono::steady_clock::now(); }
+  // Ends expired holds, then the least recently held ones while held bytes exceed the
+  // pin budget.
+  void EnforceHolds();
+  void Unhold(PrefixTree::Node* node);
+  // The least recently held node's hold ends; false when none is left.
+  bool UnholdLeastRecent();
+  static size_t RamBytesAt(const PrefixTree::Node* node);
   // Removes a state from the tree (and its bytes from RAM), counted as evicted.
   void Forget(uint64_t id);
   void ForgetDiskKeys(const std::vector<uint64_t>& keys);
@@ -229,6 +271,15 @@ class PrefixCache {
   // Sequences lent to requests, with the node a cached sequence was taken over at
   // (pinned while lent; nullptr for other leases).
   std::unordered_map<int32_t, PrefixTree::Node*> lent_;
+  struct HoldEntry {
+    TimePoint until;
+    int64_t since = 0;  // when last held (a count): the least recent loses its hold first
+    bool newest = false;
+    std::string conversation;
+  };
+  std::unordered_map<PrefixTree::Node*, HoldEntry> holds_;  // held (and pinned) nodes
+  int64_t holds_released_ = 0;
+  int64_t hold_clock_ = 0;
   std::unordered_map<uint64_t, std::vector<uint8_t>> ram_;     // RAM state bytes by id
   size_t ram_bytes_ = 0;
   size_t restored_bytes_ = 0;  // by RestoreSerialized since the current Resume began

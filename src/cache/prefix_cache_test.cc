@@ -28,12 +28,14 @@ Tokens Cat(Tokens a, const Tokens& b) {
 
 class PrefixCacheTest : public ::testing::Test {
  protected:
-  void Make(bool recurrent, int n_seqs, size_t ram = 1u << 20, DiskStore* disk = nullptr) {
+  void Make(bool recurrent, int n_seqs, size_t ram = 1u << 20, DiskStore* disk = nullptr, size_t pin_budget = 1u << 20) {
     store_ = std::make_unique<FakeSequenceStore>(recurrent);
     CacheConfig c;
     c.needs_partial = recurrent;
     for (int i = 0; i < n_seqs; ++i) c.sequences.push_back(i);
     c.ram_budget_bytes = ram;
+    c.pin_budget_bytes = pin_budget;
+    c.clock = [this] { return now_; };
     cache_ = std::make_unique<PrefixCache>(c, *store_, disk);
   }
 
@@ -64,9 +66,20 @@ class PrefixCacheTest : public ::testing::Test {
     return n;
   }
 
+  // Whether any conversation holds a state at `position`.
+  bool AnyStateAt(int32_t position) const {
+    for (const auto& c : cache_->Summarize(1000).conversations) {
+      for (const auto& st : c.states) {
+        if (st.position == position) return true;
+      }
+    }
+    return false;
+  }
+
   std::unique_ptr<FakeSequenceStore> store_;
   std::unique_ptr<PrefixCache> cache_;
   ResumeReport last_report_;
+  std::chrono::steady_clock::time_point now_{};
 };
 
 TEST_F(PrefixCacheTest, FollowUpTurnResumesAtTheEndOfThePreviousReply) {
@@ -323,6 +336,71 @@ TEST_F(PrefixCacheTest, EachConversationsNewestStateOutlivesBoundarySnapshots) {
   EXPECT_GT(cache_->stats().snapshots_evicted, 0);
   EXPECT_EQ(Turn(Cat(histories[0], Range(9000, 5)), {}), 43);
   EXPECT_EQ(last_report_.tier, Tier::kRam);
+}
+
+// A live conversation's newest state is held (the engine holds each request's newest
+// state for --cache-pin-minutes): under pressure an idle conversation's goes instead,
+// although the live one is older and, unheld, would go first.
+TEST_F(PrefixCacheTest, AHeldLiveConversationsNewestStateSurvivesPressureAnIdleOneDoesNot) {
+  store_ = nullptr;
+  Make(true, 1, /*ram=*/2400);
+  store_->padding = 300;  // partial states 305 bytes, full ones (43 tokens) 477
+  const HoldSpec live{.duration = std::chrono::minutes(10), .newest = true};
+  const Tokens a = Cat(Range(1000, 40), Range(50, 3)), b = Cat(Range(2000, 40), Range(50, 3));
+  Turn(Range(1000, 40), Range(50, 3), {10, 20, 30});
+  ASSERT_EQ(cache_->Hold("m", a, live), 43);
+  Turn(Range(2000, 40), Range(50, 3), {10, 20, 30});  // idle from here on
+  for (int i = 0; i < 6; ++i) Turn(Range(3000 + 1000 * i, 40), Range(50, 3), {10, 20, 30});
+  EXPECT_EQ(cache_->stats().n_holds, 1u);
+  EXPECT_LT(Turn(Cat(b, Range(9000, 5)), {}), 43) << "the idle conversation recomputes";
+  EXPECT_EQ(Turn(Cat(a, Range(9000, 5)), {}), 43) << "the live one resumes its whole history";
+  EXPECT_EQ(last_report_.tier, Tier::kRam);
+}
+
+// Held bytes stay within the pin budget: the least recently held conversation loses its
+// hold first, then goes like any other.
+TEST_F(PrefixCacheTest, ThePinBudgetHoldsAndTheLeastRecentlyHeldLosesItsHoldFirst) {
+  store_ = nullptr;
+  Make(true, 1, /*ram=*/2400, nullptr, /*pin_budget=*/1000);  // two full states (477 bytes)
+  store_->padding = 300;
+  const HoldSpec live{.duration = std::chrono::minutes(10), .newest = true};
+  std::vector<Tokens> held;
+  for (int i = 0; i < 3; ++i) {
+    const Tokens p = Range(1000 * (i + 1), 40);
+    Turn(p, Range(50, 3), {10, 20, 30});
+    held.push_back(Cat(p, Range(50, 3)));
+    cache_->Hold("m", held.back(), live);
+  }
+  for (int i = 0; i < 6; ++i) {
+    Turn(Range(10000 + 1000 * i, 40), Range(50, 3), {10, 20, 30});
+    ASSERT_LE(cache_->stats().bytes_held, 1000u);
+  }
+  EXPECT_GE(cache_->stats().holds_released, 1);
+  EXPECT_LT(Turn(Cat(held[0], Range(9000, 5)), {}), 43) << "the least recently held lost its hold";
+  EXPECT_EQ(Turn(Cat(held[2], Range(9000, 5)), {}), 43);
+  EXPECT_EQ(Turn(Cat(held[1], Range(9000, 5)), {}), 43);
+}
+
+// A client's cache breakpoint (Anthropic cache_control) holds the state at its position
+// for its ttl: the boundary snapshot outlives unheld ones, which go first otherwise (they
+// save the fewest tokens per byte), and goes like them once the ttl has passed.
+TEST_F(PrefixCacheTest, ABreakpointsStateOutlivesUnheldOnesForItsTtl) {
+  store_ = nullptr;
+  Make(true, 1, /*ram=*/2400);
+  store_->padding = 300;
+  // Its snapshots sit where no other conversation's do (the others' at 10, 20, 30).
+  const Tokens x = Range(1000, 40);
+  Turn(x, Range(50, 3), {12, 21, 31});
+  ASSERT_EQ(cache_->Hold("m", Tokens(x.begin(), x.begin() + 14), {.duration = std::chrono::minutes(5)}), 12)
+      << "a breakpoint between snapshots holds the one before it";
+  for (int i = 0; i < 4; ++i) Turn(Range(3000 + 1000 * i, 40), Range(50, 3), {10, 20, 30});
+  EXPECT_TRUE(AnyStateAt(12)) << "held for 5 minutes";
+  EXPECT_FALSE(AnyStateAt(21)) << "an unheld snapshot on the same path went";
+  EXPECT_FALSE(AnyStateAt(31));
+  now_ += std::chrono::minutes(6);
+  for (int i = 0; i < 4; ++i) Turn(Range(8000 + 1000 * i, 40), Range(50, 3), {10, 20, 30});
+  EXPECT_EQ(cache_->stats().n_holds, 0u);
+  EXPECT_FALSE(AnyStateAt(12)) << "the ttl has passed";
 }
 
 TEST_F(PrefixCacheTest, NamespacesDoNotShare) {

@@ -170,6 +170,12 @@ void PrefixTree::UnpinNode(Node* node) {
   Prune(node);
 }
 
+void PrefixTree::SetHeld(Node* node, bool held) {
+  if (node->held == held) return;
+  node->held = held;
+  if (observer_) observer_->HeldChanged(node);
+}
+
 PrefixTree::PruneScope::~PruneScope() {
   if (--tree_.defer_depth_ > 0) return;
   while (!tree_.prune_pending_.empty()) {

@@ -66,7 +66,6 @@ struct State {
   size_t bytes = 0;    // size in its tier
   uint64_t disk_key = 0;   // kDisk only: the DiskStore entry
   int64_t last_used = 0;   // logical clock
-  int pins = 0;            // > 0: in use, not evictable
   // kDevice: where the reply it generated starts (0: not a request's sequence). See
   // PrefixCache::Adopt.
   int32_t reply_start = 0;
@@ -81,6 +80,7 @@ class PrefixTree {
     std::unordered_map<Token, std::unique_ptr<Node>> children;  // by first edge token
     std::vector<State> states;
     int pins = 0;  // nodes pinned stay even without states (e.g. a request's resume point)
+    bool held = false;  // its RAM states go last (the cache's pins, see prefix_cache.h)
     size_t n_states_below = 0;  // states on the nodes below this one (invariant 4)
     std::string ns;  // roots only: the namespace
   };
@@ -100,6 +100,8 @@ class PrefixTree {
     virtual void StateUsed(const Node* node, const State& s) = 0;
     // HasStateBelow(node) changed.
     virtual void BelowChanged(const Node* node) = 0;
+    // node->held changed.
+    virtual void HeldChanged(const Node* node) = 0;
   };
   // At most one; nullptr for none. REQUIRES: it outlives the tree or is unset first.
   void SetObserver(Observer* observer) { observer_ = observer; }
@@ -162,6 +164,9 @@ class PrefixTree {
   // Node pins keep otherwise useless nodes alive.
   void PinNode(Node* node) { ++node->pins; }
   void UnpinNode(Node* node);
+  // Marks `node`'s states as held (or no longer), telling the observer. The tree itself
+  // gives held nodes no other meaning: the caller pins a node it holds to keep it.
+  void SetHeld(Node* node, bool held);
 
   size_t n_nodes() const { return n_nodes_; }
   size_t n_roots() const { return roots_.size(); }

@@ -13,8 +13,8 @@ std::vector<uint64_t> StateIndex::DiskStates(uint64_t key) const {
 
 void StateIndex::StateAdded(const PrefixTree::Node* node, const State& s) {
   if (s.tier == Tier::kDisk) disk_.emplace(s.disk_key, s.id);
-  if (s.tier != Tier::kRam || s.pins > 0) return;
-  ram_.Insert({s.id, node->depth, static_cast<int64_t>(s.bytes), s.last_used, !PrefixTree::HasStateBelow(node)});
+  if (s.tier != Tier::kRam) return;
+  ram_.Insert({s.id, node->depth, static_cast<int64_t>(s.bytes), s.last_used, !PrefixTree::HasStateBelow(node), node->held});
 }
 
 void StateIndex::StateRemoved(const PrefixTree::Node*, const State& s) {
@@ -35,6 +35,10 @@ void StateIndex::BelowChanged(const PrefixTree::Node* node) {
   for (const State& s : node->states) ram_.SetNewest(s.id, !PrefixTree::HasStateBelow(node));
 }
 
+void StateIndex::HeldChanged(const PrefixTree::Node* node) {
+  for (const State& s : node->states) ram_.SetHeld(s.id, node->held);
+}
+
 std::string StateIndex::CheckAgainst(const PrefixTree& tree) const {
   std::string err = ram_.CheckInvariants();
   size_t n_ram = 0, n_disk = 0;
@@ -45,7 +49,7 @@ std::string StateIndex::CheckAgainst(const PrefixTree& tree) const {
       const std::vector<uint64_t> ids = DiskStates(s.disk_key);
       if (std::find(ids.begin(), ids.end(), s.id) == ids.end()) err += id + " not under its disk key; ";
     }
-    if (s.tier != Tier::kRam || s.pins > 0) return;
+    if (s.tier != Tier::kRam) return;
     ++n_ram;
     const EvictionOrder::Entry* e = ram_.Find(s.id);
     // Newest: no child holds a state or counts one below it (CheckInvariants checks counts).
@@ -54,7 +58,7 @@ std::string StateIndex::CheckAgainst(const PrefixTree& tree) const {
     if (e == nullptr) {
       err += id + " missing from the eviction order; ";
     } else if (e->depth != node->depth || e->bytes != static_cast<int64_t>(s.bytes) || e->last_used != s.last_used ||
-               e->newest == below) {
+               e->newest == below || e->held != node->held) {
       err += id + " out of date in the eviction order; ";
     }
   });

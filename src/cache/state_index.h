@@ -3,7 +3,7 @@
 //   - the RAM states in eviction order (eviction_order.h), each marked newest of its
 //     conversation or not (PrefixTree::HasStateBelow);
 //   - the disk states by disk key (two states can share a key, see disk_store.h).
-// A RAM state pinned when added (State::pins) is not evictable and not in the order.
+// A RAM state on a held node (Node::held) is in the order, after every state that is not.
 //
 // Thread safety: none; owned by the engine loop thread, with the tree it follows.
 #pragma once
@@ -35,6 +35,7 @@ class StateIndex : public PrefixTree::Observer {
   void StateRemoved(const PrefixTree::Node* node, const State& s) override;
   void StateUsed(const PrefixTree::Node* node, const State& s) override;
   void BelowChanged(const PrefixTree::Node* node) override;
+  void HeldChanged(const PrefixTree::Node* node) override;
 
  private:
   EvictionOrder ram_;

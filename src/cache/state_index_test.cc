@@ -31,7 +31,7 @@ std::optional<Choice> LinearVictim(const PrefixTree& tree, int64_t now) {
   std::optional<Choice> victim;
   for (const bool spare_newest : {true, false}) {
     tree.ForEachState([&](const PrefixTree::Node* n, const State& s) {
-      if (s.tier != Tier::kRam || s.pins > 0) return;
+      if (s.tier != Tier::kRam) return;
       const bool newest = !AnyStateBelow(n);
       if (spare_newest && newest) return;
       const double age = static_cast<double>(now - s.last_used);

@@ -79,6 +79,7 @@ Status EngineLoop::Open() {
   for (engine::LayerKind k : model_.info().layers) cc.needs_partial |= (k != engine::LayerKind::kAttention);
   for (int i = 0; i < config_.context.n_seq_max; ++i) cc.sequences.push_back(i);
   cc.ram_budget_bytes = config_.cache_ram_bytes;
+  cc.pin_budget_bytes = config_.cache_pin_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
   cache_summary_ = FormatCacheSummary(Summarize());
   return Status::Ok();
@@ -789,9 +790,43 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
       EndShadow(slot, &c);
     }
     if (on_finished_) on_finished_(slot.task, delivered ? *delivered : c);
-    slot.stream->PushDone(std::move(c));
+    // What this request wrote is known once its sequence is in the cache.
+    const std::shared_ptr<RequestStream> stream = slot.stream;
+    const std::string ns = slot.task.cache_namespace;
+    const std::vector<engine::Token> prompt = slot.task.prompt;
+    const int n_cached = slot.n_cached;
+    Release(slot, /*keep_in_cache=*/true);  // destroys `slot`
+    c.usage.cache_written_tokens = CacheWritten(ns, prompt, n_cached);
+    if (c.usage.cache) c.usage.cache->written_tokens = c.usage.cache_written_tokens;
+    stream->PushDone(std::move(c));
+    return;
   }
   Release(slot, /*keep_in_cache=*/true);
+}
+
+// Prompt tokens past the reused ones that the cache can now resume through: up to the
+// deepest position of the prompt where a later request could resume.
+int EngineLoop::CacheWritten(const std::string& ns, const std::vector<engine::Token>& prompt, int n_cached) {
+  if (!config_.prefix_cache) return 0;
+  return std::max(0, cache_->ResumableDepth(ns, prompt) - n_cached);
+}
+
+// Holds the state the conversation's next turn resumes from (the request's own, or its
+// kept shadow's), and the states at the client's cache breakpoints.
+void EngineLoop::HoldNewest(Slot& slot, std::span<const engine::Token> tokens) {
+  if (!config_.prefix_cache || slot.newest_held) return;
+  const GenerationTask& t = slot.task;
+  const int seconds = t.newest_hold_seconds > 0 ? t.newest_hold_seconds : config_.cache_pin_minutes * 60;
+  slot.newest_held = true;
+  if (seconds > 0) {
+    cache_->Hold(t.cache_namespace, tokens,
+                 {.duration = std::chrono::seconds(seconds), .newest = true, .conversation = t.cache_conversation});
+  }
+  for (const auto& bp : t.cache_breakpoints) {
+    if (bp.position > static_cast<int32_t>(t.prompt.size())) continue;
+    cache_->Hold(t.cache_namespace, std::span(t.prompt).subspan(0, static_cast<size_t>(bp.position)),
+                 {.duration = std::chrono::seconds(bp.ttl_seconds)});
+  }
 }
 
 // The slot's usage and cache report; at admission prefilled_tokens is what is left to
@@ -801,6 +836,9 @@ api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
   u.prompt_tokens = static_cast<int>(slot.task.prompt.size());
   u.completion_tokens = static_cast<int>(slot.generated.size());
   u.cached_tokens = slot.n_cached;
+  // What the request will have written once it ends: its sequence goes to the cache with
+  // the whole prompt (Finish replaces this with what the cache then holds).
+  if (config_.prefix_cache) u.cache_written_tokens = u.prompt_tokens - slot.n_cached;
   api::CacheReport report = slot.report;
   report.reused_tokens = slot.n_cached;
   report.prefilled_tokens = u.prompt_tokens - slot.n_cached;
@@ -808,6 +846,7 @@ api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
   report.restore_ms = slot.resume.restore_ms;
   report.restored_bytes = slot.resume.restored_bytes;
   report.stopped_because = slot.resume.stopped_because;
+  report.written_tokens = u.cache_written_tokens;
   u.cache = std::move(report);
   return u;
 }
@@ -837,6 +876,7 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
     // A request's reply starts where its shadow forks (warm-ahead renders the same).
     const int32_t reply_start = slot.task.background ? 0 : std::max(0, ShadowFork(slot.task));
     cache_->Adopt(slot.task.cache_namespace, seq, history, reply_start);
+    HoldNewest(slot, history);
   } else {
     cache_->Release(seq);
   }

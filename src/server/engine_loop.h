@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -53,6 +54,10 @@ struct EngineConfig {
   int n_parallel = 2;              // requests decoded together
   int max_queued = 64;             // tasks waiting for a slot before Submit says 503
   size_t cache_ram_bytes = 1u << 30;
+  // Each request's newest state is held (cache::PrefixCache::Hold) for this long, within
+  // cache_pin_bytes of the RAM tier: live conversations before idle ones.
+  int cache_pin_minutes = 10;
+  size_t cache_pin_bytes = 1u << 29;
   std::string cache_dir;           // empty: no disk tier
   cache::FileSystem* cache_file_system = nullptr;  // the disk tier's files; nullptr: the machine's
   size_t cache_disk_bytes = 8ull << 30;
@@ -180,6 +185,8 @@ class EngineLoop {
   void CountSkippedBackground(int64_t n);  // REQUIRES: mu_ held
   void FailSlot(Slot& slot, const Status& error);
   void Release(Slot& slot, bool keep_in_cache);
+  void HoldNewest(Slot& slot, std::span<const engine::Token> tokens);
+  int CacheWritten(const std::string& ns, const std::vector<engine::Token>& prompt, int n_cached);
   void LogRequest(const Slot& slot, const char* outcome) const;
   api::Usage UsageSoFar(const Slot& slot) const;
   bool HasForegroundWork();

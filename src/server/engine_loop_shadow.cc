@@ -313,7 +313,9 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
                       final_reply->reasoning.starts_with(sh.fed_reasoning);
   const bool keep = agrees && !sh.fed.empty() && sh.seq >= 0;
   if (keep) {
-    cache_->Adopt(slot.task.cache_namespace, sh.seq, ShadowHolds(slot));
+    const std::vector<engine::Token> held = ShadowHolds(slot);
+    cache_->Adopt(slot.task.cache_namespace, sh.seq, held);
+    HoldNewest(slot, held);  // the next turn resumes from the re-rendered reply
   } else if (sh.seq >= 0) {
     cache_->Release(sh.seq);
   }

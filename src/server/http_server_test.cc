@@ -172,6 +172,53 @@ TEST_F(HttpServerTest, AnthropicStreamReportsTheCacheInMessageStart) {
   EXPECT_GT(read_at_start[1], 100) << "the second turn's message_start reports its reuse";
 }
 
+// cache_creation_input_tokens is what the request wrote: on a cold cache, every prompt
+// token (the cache then holds a state at the prompt's end, as /v1/cache shows), so the
+// three counts still add up to the prompt; streams say the same in message_start and
+// message_delta.
+TEST_F(HttpServerTest, AnthropicCacheCreationIsWhatTheRequestStored) {
+  ASSERT_TRUE(Start(Config()));
+  json body = {{"model", "m"},
+               {"max_tokens", 2},
+               {"temperature", 0},
+               {"system", "You are terse. " + std::string(200, 'q')},
+               {"messages", {{{"role", "user"}, {"content", "Name a colour."}}}}};
+  auto res = server_->client().Post("/v1/messages", body.dump(), "application/json");
+  ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+  const json usage = json::parse(res->body)["usage"];
+  const int written = usage["cache_creation_input_tokens"];
+  EXPECT_EQ(usage["cache_read_input_tokens"], 0);
+  EXPECT_GT(written, 50);
+  EXPECT_EQ(usage["input_tokens"], 0) << res->body;
+  EXPECT_EQ(usage["hearth_cache"]["written_tokens"], written);
+  EXPECT_EQ(usage["hearth_cache"]["prefilled_tokens"], written) << "the whole prompt was prefilled and kept";
+  bool stored = false;
+  for (int i = 0; i < 40 && !stored; ++i) {
+    auto cache = server_->client().Get("/v1/cache");
+    ASSERT_TRUE(cache && cache->status == 200);
+    const json summary = json::parse(cache->body);
+    for (const auto& c : summary["conversations"]) {
+      for (const auto& st : c["states"]) stored = stored || st["position"] == written;
+    }
+    if (!stored) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(stored) << "a state at the prompt's end, position " << written;
+
+  body["stream"] = true;
+  body["system"] = "You are brief. " + std::string(200, 'z');
+  res = server_->client().Post("/v1/messages", body.dump(), "application/json");
+  ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+  const auto events = SseEvents(res->body);
+  ASSERT_FALSE(events.empty());
+  const json start = events.front().second["message"]["usage"];
+  json end;
+  for (const auto& [name, data] : events) {
+    if (name == "message_delta") end = data["usage"];
+  }
+  EXPECT_GT(start["cache_creation_input_tokens"].get<int>(), 50) << res->body;
+  EXPECT_EQ(start["cache_creation_input_tokens"], end["cache_creation_input_tokens"]) << res->body;
+}
+
 // A wrongly typed field is a 400 in the route's API shape, naming the field, on every
 // route that reads a body; the server goes on serving.
 TEST_F(HttpServerTest, WronglyTypedFieldsAreBadRequests) {

@@ -129,12 +129,14 @@ int32_t RequestBuilder::GenerationStart(const std::vector<engine::Token>& prompt
   return n;
 }
 
-StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::GenerationRequest& request) const {
+StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::GenerationRequest& request,
+                                                            bool add_generation_prompt) const {
   std::vector<api::Message> stable = request.messages;
   stabilizer_.Apply(stable);
   std::vector<engine::ChatMessage> messages;
   for (const auto& m : stable) messages.push_back(ToEngine(m));
   engine::RenderOptions ro;
+  ro.add_generation_prompt = add_generation_prompt;
   ro.reasoning_format = chat_defaults_.reasoning_format;
   ro.template_kwargs = chat_defaults_.template_kwargs;
   if (auto it = ro.template_kwargs.find("enable_thinking"); it != ro.template_kwargs.end()) {
@@ -202,6 +204,38 @@ std::optional<int32_t> RequestBuilder::MovedSpansStart(const api::GenerationRequ
   return static_cast<int32_t>(n);
 }
 
+void RequestBuilder::MapCacheHints(const api::GenerationRequest& request, GenerationTask* task) const {
+  const api::CacheHints& hints = request.cache_hints;
+  task->cache_conversation = hints.key;
+  if (hints.extended) task->newest_hold_seconds = 24 * 3600;
+  if (request.prompt || hints.breakpoints.empty()) return;
+  const auto& snaps = task->snapshot_positions;
+  // With one turn per message (the common case) message i ends at the (i+1)-th turn
+  // marker; a template that merges or adds turns (Qwen's joins tool results, and opens a
+  // system turn for tools) gets the messages through i rendered and compared instead.
+  const std::vector<int32_t> ends = MessageEnds(task->prompt);
+  const bool one_turn_each = ends.size() == request.messages.size();
+  for (const api::CacheBreakpoint& bp : hints.breakpoints) {
+    if (bp.message < 0 || static_cast<size_t>(bp.message) >= request.messages.size()) continue;
+    int32_t end = 0;
+    if (one_turn_each) {
+      end = ends[static_cast<size_t>(bp.message)];
+    } else {
+      api::GenerationRequest prefix = request;
+      prefix.messages.resize(static_cast<size_t>(bp.message) + 1);
+      auto rendered = RenderChat(prefix, /*add_generation_prompt=*/false);
+      if (!rendered.ok()) continue;
+      end = static_cast<int32_t>(engine::CommonPrefix(TokenizeRendered(rendered->prompt), task->prompt));
+    }
+    // The last message's end has no snapshot of its own: the generation start, a few
+    // tokens on, serves it (SnapshotPositions).
+    if (task->generation_start >= end && task->generation_start - end <= 4) end = task->generation_start;
+    auto it = std::upper_bound(snaps.begin(), snaps.end(), end);
+    if (it == snaps.begin()) continue;
+    task->cache_breakpoints.push_back({*std::prev(it), bp.ttl_seconds});
+  }
+}
+
 std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::GenerationRequest& request) const {
   auto rendered = Render(request);
   if (auto* err = std::get_if<api::ApiError>(&rendered)) return *err;
@@ -234,6 +268,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
     out.task.max_tokens = room;
   }
   out.task.cache_namespace = CacheNamespace(request.cache_salt);
+  MapCacheHints(request, &out.task);
   out.task.sampling = ToEngine(request.sampling);
   if (Status s = out.task.sampling.Validate(); !s.ok()) return BadRequest(s.message());
   for (const auto& s : request.stop) out.task.stop.push_back(s);

@@ -75,7 +75,13 @@ class RequestBuilder {
                                          const std::string& generation_prompt) const;
 
  private:
-  StatusOr<engine::RenderedPrompt> RenderChat(const api::GenerationRequest& request) const;
+  StatusOr<engine::RenderedPrompt> RenderChat(const api::GenerationRequest& request,
+                                              bool add_generation_prompt = true) const;
+  // The clients' cache hints as task fields: each breakpoint at the deepest snapshot
+  // position within its message's end (the last message's: the generation start); a
+  // breakpoint that lands before every snapshot, or whose messages the template will not
+  // render alone, is dropped.
+  void MapCacheHints(const api::GenerationRequest& request, GenerationTask* task) const;
   // Where generation starts as re-rendered history sees it: the prompt's end minus the
   // generation prompt's suffix that a past assistant turn does not repeat.
   int32_t GenerationStart(const std::vector<engine::Token>& prompt, const std::string& generation_prompt) const;

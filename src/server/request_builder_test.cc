@@ -214,6 +214,52 @@ TEST_F(RequestBuilderTest, SnapshotPositionsAreMessageEndsAndTheGenerationStart)
   EXPECT_EQ(task.snapshot_positions[4], static_cast<int32_t>(task.prompt.size()));
 }
 
+// Cache breakpoints land on snapshot positions: a message's end, the last message's at the
+// generation start; with tool results merged into one turn, by rendering the messages
+// through the breakpoint's. prompt_cache_key and "24h" retention ride along.
+TEST_F(RequestBuilderTest, CacheBreakpointsLandOnTheirMessagesEnds) {
+  api::GenerationRequest r;
+  r.enable_thinking = false;
+  r.messages.push_back({.role = "system", .content = "Be brief."});
+  r.messages.push_back({.role = "user", .content = "Hello."});
+  r.messages.push_back({.role = "assistant", .content = "Hi."});
+  r.messages.push_back({.role = "user", .content = "What is a radix tree?"});
+  r.cache_hints.breakpoints = {{.message = 0, .ttl_seconds = 3600}, {.message = 2}, {.message = 3}};
+  r.cache_hints.key = "conv-1";
+  r.cache_hints.extended = true;
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+  const auto& task = std::get<BuildResult>(built).task;
+  ASSERT_EQ(task.cache_breakpoints.size(), 3u);
+  EXPECT_EQ(task.cache_breakpoints[0].position, task.snapshot_positions[0]);
+  EXPECT_EQ(task.cache_breakpoints[0].ttl_seconds, 3600);
+  EXPECT_EQ(task.cache_breakpoints[1].position, task.snapshot_positions[2]);
+  EXPECT_EQ(task.cache_breakpoints[1].ttl_seconds, 300);
+  EXPECT_EQ(task.cache_breakpoints[2].position, task.generation_start);
+  EXPECT_EQ(task.cache_conversation, "conv-1");
+  EXPECT_EQ(task.newest_hold_seconds, 24 * 3600);
+
+  // Two tool results render as one user turn: the breakpoint on the second still ends
+  // where that turn does, and the one on the first, inside it, keeps the turn before.
+  api::GenerationRequest t;
+  t.enable_thinking = false;
+  t.messages.push_back({.role = "user", .content = "List two files."});
+  api::Message call{.role = "assistant"};
+  call.tool_calls = {{"c1", "ls", "{}"}, {"c2", "ls", "{}"}};
+  t.messages.push_back(call);
+  t.messages.push_back({.role = "tool", .content = "a.txt", .tool_call_id = "c1", .tool_name = "ls"});
+  t.messages.push_back({.role = "tool", .content = "b.txt", .tool_call_id = "c2", .tool_name = "ls"});
+  t.cache_hints.breakpoints = {{.message = 2}, {.message = 3}};
+  built = builder_->Build(t);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+  const auto& tt = std::get<BuildResult>(built).task;
+  ASSERT_EQ(tt.cache_breakpoints.size(), 2u);
+  const std::string at0 = model_->Detokenize(std::span(tt.prompt).subspan(0, static_cast<size_t>(tt.cache_breakpoints[0].position)), true);
+  EXPECT_TRUE(at0.ends_with("<|im_end|>\n")) << at0;
+  EXPECT_EQ(at0.find("a.txt"), std::string::npos) << at0;
+  EXPECT_EQ(tt.cache_breakpoints[1].position, tt.generation_start);
+}
+
 // --stabilize moves a request id to the end of the last message; the next request renders
 // that message without it, so the prompt is snapshotted where the moved text starts.
 TEST_F(RequestBuilderTest, MovedSpansStartIsASnapshotPosition) {

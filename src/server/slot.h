@@ -33,6 +33,7 @@ struct Slot {
 
   size_t n_prompt_done = 0;          // prompt tokens already in the sequence
   int n_cached = 0;                  // of those, reused rather than prefilled
+  bool newest_held = false;          // the state the next turn resumes from is held (HoldNewest)
   cache::ResumeReport resume;        // where the reused part came from
   api::CacheReport report;           // what the response says about the cache
   size_t next_snapshot = 0;          // index into task.snapshot_positions

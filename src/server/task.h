@@ -39,6 +39,17 @@ struct GenerationTask {
   // -1: nothing moved.
   int32_t moved_spans_start = -1;
 
+  // Clients' cache hints (api::CacheHints) as positions: the states at each breakpoint
+  // are held for its ttl; the request's newest state for `newest_hold_seconds` (0: the
+  // server's --cache-pin-minutes), grouped under `cache_conversation` when given.
+  struct CacheBreakpoint {
+    int32_t position = 0;  // one of snapshot_positions
+    int ttl_seconds = 300;
+  };
+  std::vector<CacheBreakpoint> cache_breakpoints;
+  std::string cache_conversation;
+  int newest_hold_seconds = 0;
+
   // Background work (warm-ahead): runs only while no request waits, is preempted by
   // any, and produces no output; only its snapshots matter.
   bool background = false;

@@ -69,7 +69,7 @@ test('message, not streamed', opts, async () => {
   assert.ok(Array.isArray(m.content));
   assert.ok(['end_turn', 'max_tokens'].includes(m.stop_reason), m.stop_reason);
   assertUsage(m.usage);
-  assert.ok(m.usage.input_tokens + m.usage.cache_read_input_tokens > 0);
+  assert.ok(m.usage.input_tokens + m.usage.cache_creation_input_tokens + m.usage.cache_read_input_tokens > 0);
   assert.ok(m.usage.output_tokens <= 8);
 });
 
@@ -210,5 +210,7 @@ test('count_tokens', opts, async () => {
   assert.ok(withTools.input_tokens > small.input_tokens);
   // The count is the prompt a real request prefills.
   const m = await client.messages.create({ ...base, max_tokens: 1 });
-  assert.equal(m.usage.input_tokens + m.usage.cache_read_input_tokens, small.input_tokens);
+  // Anthropic's three input counts add up to the prompt.
+  assert.equal(m.usage.input_tokens + m.usage.cache_creation_input_tokens + m.usage.cache_read_input_tokens,
+               small.input_tokens);
 });
