@@ -5,6 +5,11 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/utf8.h"
 
 namespace hearth::api {
 namespace {
@@ -39,17 +44,29 @@ std::optional<int64_t> AsInt64(const Json& v) {
 
 ParseResult<Json> ParseJson(std::string_view text) {
   bool too_deep = false;
-  // At a container's start event, `depth` counts the containers already open.
-  Json::parser_callback_t limit_depth = [&too_deep](int depth, Json::parse_event_t event,
-                                                    Json&) {
-    bool opens = event == Json::parse_event_t::object_start ||
-                 event == Json::parse_event_t::array_start;
-    if (opens && depth >= kMaxJsonDepth) too_deep = true;
-    return !too_deep;
+  // The keys of each object still open, innermost last. A duplicate key is refused: the
+  // parser would keep the last one silently, where another reader of the same bytes (a
+  // proxy that checked the request) may take the first.
+  std::vector<std::set<std::string, std::less<>>> open_keys;
+  std::optional<std::string> duplicate;
+  // At a container's start event, `depth` counts the containers already open. Once a
+  // check fails everything after is discarded (and no end events come for what it
+  // drops), so the bookkeeping only has to hold until then.
+  Json::parser_callback_t check = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) {
+      if (depth >= kMaxJsonDepth) too_deep = true;
+      if (event == Json::parse_event_t::object_start) open_keys.emplace_back();
+    } else if (event == Json::parse_event_t::object_end) {
+      if (!open_keys.empty()) open_keys.pop_back();
+    } else if (event == Json::parse_event_t::key && !open_keys.empty() && !duplicate) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_keys.back().insert(key).second) duplicate = key;
+    }
+    return !too_deep && !duplicate;
   };
   Json parsed;
   try {
-    parsed = Json::parse(text.begin(), text.end(), limit_depth);
+    parsed = Json::parse(text.begin(), text.end(), check);
   } catch (const Json::parse_error& e) {
     // what() is "[json.exception.parse_error.101] parse error at line 1, column 9: ...";
     // the bracketed tag means nothing to a client.
@@ -62,6 +79,12 @@ ParseResult<Json> ParseJson(std::string_view text) {
   }
   if (too_deep) {
     return InvalidRequest("", "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  if (duplicate) {
+    constexpr size_t kMaxQuoted = 64;
+    std::string key = duplicate->substr(0, CompleteUtf8Prefix(std::string_view(*duplicate).substr(0, kMaxQuoted)));
+    if (key.size() < duplicate->size()) key += "...";
+    return InvalidRequest("", "has the key \"" + key + "\" more than once in one object");
   }
   return parsed;
 }

@@ -35,9 +35,10 @@ using MaybeError = std::optional<ApiError>;
 // Deeper request bodies are refused: dumping or copying nlohmann values recurses.
 inline constexpr int kMaxJsonDepth = 128;
 
-// Parses any JSON value, refusing nesting deeper than kMaxJsonDepth. Malformed JSON gives
-// a 400 carrying the parser's line and column; its message starts with a verb ("is not
-// valid JSON: ...") for the caller to put the thing's name in front.
+// Parses any JSON value, refusing nesting deeper than kMaxJsonDepth and an object that
+// holds a key twice (which of the two counts differs between readers). Malformed JSON
+// gives a 400 carrying the parser's line and column; its message starts with a verb ("is
+// not valid JSON: ...") for the caller to put the thing's name in front.
 ParseResult<Json> ParseJson(std::string_view text);
 // As ParseJson, for a request body that must be a JSON object.
 ParseResult<Json> ParseJsonObject(std::string_view body);

@@ -20,6 +20,21 @@ TEST(JsonFieldsTest, DepthLimitIsExact) {
   EXPECT_EQ(too_deep.error().message, "nests deeper than 128 levels");
 }
 
+// A key twice in one object is refused at any depth (readers disagree on which counts);
+// the same key in two objects is fine.
+TEST(JsonFieldsTest, DuplicateKeysAreRefused) {
+  EXPECT_TRUE(ParseJson(R"({"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]})").ok());
+  ParseResult<Json> top = ParseJson(R"({"max_tokens":2,"max_tokens":99})");
+  ASSERT_FALSE(top.ok());
+  EXPECT_EQ(top.error().http_status, 400);
+  EXPECT_EQ(top.error().message, R"(has the key "max_tokens" more than once in one object)");
+  EXPECT_FALSE(ParseJson(R"({"m":[{"role":"user","role":"system"}]})").ok());
+  EXPECT_FALSE(ParseJson(R"([{"a":{"b":1,"c":{},"b":null}}])").ok());
+  ParseResult<Json> long_key = ParseJson("{\"" + std::string(200, 'k') + "\":1,\"" + std::string(200, 'k') + "\":1}");
+  ASSERT_FALSE(long_key.ok());
+  EXPECT_EQ(long_key.error().message, "has the key \"" + std::string(64, 'k') + "...\" more than once in one object");
+}
+
 TEST(JsonFieldsTest, IntegersAcceptIntegralFloatsOnly) {
   Json obj = Json::parse(R"({"a":3.0,"b":3.5,"c":"3","d":-4,"e":1e300,"f":18446744073709551615})");
   std::optional<int64_t> v;

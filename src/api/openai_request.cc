@@ -99,6 +99,10 @@ MaybeError ReadToolCalls(const Json& calls, const std::string& path, Message* ms
     if (!name || name->empty()) return FieldError(FieldPath(fn_path, "name"), "is required");
     ToolCall call{id.value_or(""), *name, "{}"};
     if (const Json* args = FindField(*fn, "arguments")) {
+      // A JSON string as OpenAI sends it, or the object itself (some clients send that).
+      if (!args->is_string() && !args->is_object()) {
+        return FieldError(FieldPath(fn_path, "arguments"), "must be a string of JSON or an object");
+      }
       // The text is kept as sent: re-serializing would change what the model sees
       // next turn and break prefix reuse.
       call.arguments = args->is_string() ? args->get<std::string>() : DumpJson(*args);

@@ -331,6 +331,20 @@ INSTANTIATE_TEST_SUITE_P(
 
 #undef USER
 
+// Arguments are a JSON string (OpenAI) or an object; a number, array or boolean is no
+// call's arguments and was once rendered into the prompt as it stood.
+TEST(OpenAIRequestTest, ArgumentsOfAnyOtherTypeAreRefused) {
+  for (const char* args : {"7", "[1,2]", "true"}) {
+    const std::string body = std::string(R"({"messages":[{"role":"user","content":"x"},
+        {"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":)") +
+                             args + "}}]}]}";
+    ParseResult<GenerationRequest> r = ParseChatCompletionRequest(body);
+    ASSERT_FALSE(r.ok()) << args;
+    EXPECT_EQ(r.error().http_status, 400);
+    EXPECT_EQ(r.error().param, "messages[1].tool_calls[0].function.arguments") << r.error().message;
+  }
+}
+
 TEST(OpenAICompletionRequestTest, PromptForms) {
   ParseResult<GenerationRequest> r = ParseCompletionRequest(
       R"({"model":"m","prompt":"Once upon","max_tokens":16,"stream":true,"echo":false,

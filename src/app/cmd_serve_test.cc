@@ -1,92 +1,23 @@
 // `hearth serve` as a user starts it: the real binary, no flags but the model.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <vector>
 
+#include "testing/serve_process.h"
 #include "testing/test_env.h"
-
-extern char** environ;
 
 namespace hearth {
 namespace {
 
 using json = nlohmann::json;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A `hearth serve` child process: stdout read here (for the port line), stderr into
-// `log_path`. Terminated and reaped on destruction.
-class ServeProcess {
- public:
-  ServeProcess(const std::vector<std::string>& args, const std::string& log_path) {
-    int fds[2];
-    if (::pipe(fds) != 0) return;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    out_ = fds[0];
-  }
-  ~ServeProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  ServeProcess(const ServeProcess&) = delete;
-  ServeProcess& operator=(const ServeProcess&) = delete;
-
-  // The port from the "listening on HOST:PORT" line; nullopt when the process exits or
-  // stays silent for `timeout`.
-  std::optional<int> WaitForPort(std::chrono::seconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string text;
-    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char buf[256];
-      const ssize_t n = ::read(out_, buf, sizeof(buf));
-      if (n <= 0) return std::nullopt;
-      text.append(buf, static_cast<size_t>(n));
-      const size_t at = text.find("listening on ");
-      const size_t end = at == std::string::npos ? at : text.find('\n', at);
-      if (end != std::string::npos) return std::stoi(text.substr(text.rfind(':', end) + 1, end));
-    }
-    return std::nullopt;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-};
+using testing::ReadFile;
+using testing::ServeProcess;
 
 // Claude Code's first request (its system prompt and tool schemas: 11.7k tokens in the
 // fixture, 19k from recent versions)

@@ -3,9 +3,11 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +56,67 @@ httplib::Server::Handler Guarded(httplib::Server::Handler h) {
       ReplyError(req, res, {500, "api_error", "internal error", ""});
     }
   };
+}
+
+// A JSON route refuses a body declared as something else: a form or plain text is not
+// what the client meant to send (curl -d without -H sends a form). No Content-Type at all
+// is read as JSON, as is application/json with parameters and any application/...+json.
+std::optional<api::ApiError> RefuseNonJsonBody(const httplib::Request& req) {
+  if (!req.has_header("Content-Type")) return std::nullopt;
+  const std::string value = req.get_header_value("Content-Type");
+  std::string type = value.substr(0, value.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) type.erase(0, 1);
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (type == "application/json" || (type.starts_with("application/") && type.ends_with("+json"))) {
+    return std::nullopt;
+  }
+  return api::ApiError{415, "invalid_request_error",
+                       "Content-Type must be application/json (got \"" + value.substr(0, 100) + "\")", ""};
+}
+
+// httplib answers the codings it cannot decode (gzip, br, ... in this build) with 415
+// itself but passes an unknown one through as if it were plain: refuse them all.
+std::optional<api::ApiError> RefuseEncodedBody(const httplib::Request& req) {
+  if (!req.has_header("Content-Encoding")) return std::nullopt;
+  const std::string value = req.get_header_value("Content-Encoding");
+  if (value == "identity") return std::nullopt;
+  return api::ApiError{415, "invalid_request_error",
+                       "Content-Encoding \"" + value.substr(0, 100) + "\" is not supported; send the body as is", ""};
+}
+
+// Request heads past these are refused before any handler runs: httplib bounds each
+// header line (8 KiB) and their number (100) but not their sum, and this build of it
+// lets longer request targets through.
+constexpr size_t kMaxTargetBytes = 8192;
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+
+std::optional<api::ApiError> RefuseOversizedHead(const httplib::Request& req) {
+  if (req.target.size() > kMaxTargetBytes) {
+    return api::ApiError{414, "invalid_request_error",
+                         "the request target is " + std::to_string(req.target.size()) + " bytes long, more than the " +
+                             std::to_string(kMaxTargetBytes) + " the server accepts",
+                         ""};
+  }
+  size_t n_bytes = 0;
+  for (const auto& [name, value] : req.headers) n_bytes += name.size() + value.size() + 4;
+  if (n_bytes > kMaxHeaderBytes) {
+    return api::ApiError{431, "invalid_request_error",
+                         "the request headers hold " + std::to_string(n_bytes) + " bytes, more than the " +
+                             std::to_string(kMaxHeaderBytes) + " the server accepts",
+                         ""};
+  }
+  return std::nullopt;
+}
+
+// A POST route that reads a JSON body: Guarded, after the Content-Type and
+// Content-Encoding checks.
+httplib::Server::Handler JsonRoute(httplib::Server::Handler h) {
+  return Guarded([h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = RefuseNonJsonBody(req)) return ReplyError(req, res, *e);
+    if (auto e = RefuseEncodedBody(req)) return ReplyError(req, res, *e);
+    h(req, res);
+  });
 }
 
 }  // namespace
@@ -136,6 +199,10 @@ void HttpServer::RegisterRoutes() {
   s.set_write_timeout(config_.write_timeout_s, 0);
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = RefuseOversizedHead(req)) {
+      ReplyError(req, res, *e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (config_.cors) {
       res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin").empty() ? "*" : req.get_header_value("Origin"));
       res.set_header("Access-Control-Allow-Headers", "*");
@@ -161,28 +228,28 @@ void HttpServer::RegisterRoutes() {
     res.set_content(ErrorBodyFor(req.path, {res.status, type, message, ""}), "application/json");
   });
 
-  s.Post("/v1/chat/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/v1/chat/completions", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     const auto received = std::chrono::steady_clock::now();
     auto r = api::openai::ParseChatCompletionRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
   }));
-  s.Post("/v1/completions", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/v1/completions", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     const auto received = std::chrono::steady_clock::now();
     auto r = api::openai::ParseCompletionRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
   }));
-  s.Post("/v1/messages", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/v1/messages", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     const auto received = std::chrono::steady_clock::now();
     auto r = api::anthropic::ParseMessagesRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
   }));
-  s.Post("/v1/messages/count_tokens", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/v1/messages/count_tokens", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::anthropic::ParseCountTokensRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     auto built = builder_.Render(*r);
@@ -207,18 +274,18 @@ void HttpServer::RegisterRoutes() {
   }));
   // hearth's own routes: bodies parsed with the typed readers (api/utility.h), so a
   // wrongly typed field is a 400 naming it.
-  s.Post("/tokenize", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/tokenize", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::utility::ParseTokenizeRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     auto tokens = model_.Tokenize(r->content, r->add_special, r->parse_special);
     res.set_content(api::utility::TokenizeJson(tokens), "application/json");
   }));
-  s.Post("/detokenize", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/detokenize", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::utility::ParseDetokenizeRequest(req.body, model_.info().n_vocab);
     if (!r.ok()) return ReplyError(req, res, r.error());
     res.set_content(api::utility::DetokenizeJson(model_.Detokenize(r->tokens, true)), "application/json");
   }));
-  s.Post("/apply-template", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/apply-template", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::utility::ParseApplyTemplateRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     auto built = builder_.Render(r->chat);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "server/test_server.h"
+#include "testing/raw_http.h"
 
 namespace hearth::server {
 namespace {
@@ -257,6 +258,42 @@ TEST_F(HttpServerTest, WronglyTypedFieldsAreBadRequests) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
   EXPECT_FALSE(json::parse(ok->body)["tokens"].empty());
+}
+
+// What hearth cannot read as declared is refused before any handler, in the route's
+// shape: a body of another media type or an unknown coding (415), a head past its
+// bounds (431 for the headers' sum, 414 for the target). JSON with parameters, or with
+// no Content-Type at all, is read.
+TEST_F(HttpServerTest, UnreadableRequestsAreRefusedInTheRoutesShape) {
+  ASSERT_TRUE(Start(Config()));
+  httplib::Client& c = server_->client();
+  const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})";
+  const std::string tokenize = R"({"content": "hi"})";
+  auto status_and_shape = [](const httplib::Result& res) -> std::pair<int, std::string> {
+    if (!res) return {0, "no answer"};
+    const json j = json::parse(res->body, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "error" && j["error"].is_object()) return {res->status, "anthropic"};
+    if (j.is_object() && j.contains("error") && j["error"].contains("param")) return {res->status, "openai"};
+    return {res->status, res->body};
+  };
+  EXPECT_EQ(status_and_shape(c.Post("/v1/chat/completions", chat, "application/x-www-form-urlencoded")),
+            std::make_pair(415, std::string("openai")));
+  EXPECT_EQ(status_and_shape(c.Post("/v1/messages", chat, "text/plain")), std::make_pair(415, std::string("anthropic")));
+  EXPECT_EQ(status_and_shape(c.Post("/tokenize", {{"Content-Encoding", "rot13"}}, tokenize, "application/json")),
+            std::make_pair(415, std::string("openai")));
+  httplib::Headers heavy;
+  for (int i = 0; i < 10; ++i) heavy.emplace("X-Big-" + std::to_string(i), std::string(8000, 'b'));
+  EXPECT_EQ(status_and_shape(c.Post("/v1/messages", heavy, chat, "application/json")),
+            std::make_pair(431, std::string("anthropic")));
+  EXPECT_EQ(status_and_shape(c.Post("/v1/chat/completions?q=" + std::string(9000, 'q'), chat, "application/json")),
+            std::make_pair(414, std::string("openai")));
+  auto with_charset = c.Post("/tokenize", tokenize, "application/json; charset=utf-8");
+  ASSERT_TRUE(with_charset);
+  EXPECT_EQ(with_charset->status, 200) << with_charset->body;
+  // httplib's client always names a type (text/plain by default): raw bytes here.
+  const testing::RawResponse untyped =
+      testing::Exchange(server_->port(), testing::MakeRequest("POST", "/tokenize", tokenize, ""), std::chrono::seconds(10));
+  EXPECT_EQ(untyped.status, 200) << untyped.body;
 }
 
 // A loopback connection that sends `bytes` and then nothing, held open until destroyed.
