@@ -8,6 +8,9 @@
 start_hearth() {
   local out=$1 err=$2
   shift 2
+  # Emptied here, not only by the redirection below: that happens in the child, after this
+  # shell may already have read a previous server's port from the same file.
+  : >"$out"
   "$hearth" serve --port 0 "$@" >"$out" 2>"$err" &
   server_pid=$!
   port=
