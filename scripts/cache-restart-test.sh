@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest's cache_restart: a conversation's next turn resumes from the disk tier after a
-# graceful stop (SIGTERM) and after a crash (kill -9) a few seconds after its reply.
+# graceful stop (SIGTERM) and after a crash (kill -9) once the idle server has written
+# its states behind.
 # Usage: cache-restart-test.sh HEARTH MODEL.gguf
 set -euo pipefail
 hearth=$1 model=$2
@@ -20,9 +21,24 @@ chat() {  # chat MESSAGES_JSON -> the response body
     -d "{\"messages\": $1, \"max_tokens\": 8, \"temperature\": 0}" || fail "request failed"
 }
 
-# One conversation, then its next turn after the server went away with `signal`.
+# Waits until all the server accounts to its disk tier is in place on disk (what an idle
+# server writes behind, about a second after its last request). The deadline only guards
+# against a hang: a loaded machine may take long.
+wait_written_behind() {
+  local accounted on_disk
+  for _ in $(seq 1200); do
+    accounted=$(curl -sf "http://127.0.0.1:$port/metrics" | sed -n 's/^hearth_cache_bytes{tier="disk"} //p')
+    on_disk=$(find "$work/states" -maxdepth 1 -type f -name '*.state' -exec cat {} + 2>/dev/null | wc -c)
+    [[ -n $accounted && $accounted -gt 0 && $accounted -eq $on_disk ]] && return 0
+    sleep 0.1
+  done
+  fail "the states were not written behind within two minutes (accounted ${accounted:-?} bytes, on disk $on_disk)"
+}
+
+# One conversation, then its next turn after the server went away with `signal`, at once
+# (`when` = now) or once its states are on disk (`when` = written).
 turn_after() {
-  local signal=$1 pause=$2 tag=$3
+  local signal=$1 when=$2 tag=$3
   serve
   local first=(); local m1="[{\"role\": \"system\", \"content\": \"You are terse. Conversation $tag.\"},
                               {\"role\": \"user\", \"content\": \"Name three rivers of $tag.\"}]"
@@ -30,7 +46,7 @@ turn_after() {
   r1=$(chat "$m1")
   prompt1=$(jq '.usage.prompt_tokens' <<<"$r1")
   reply=$(jq -c '.choices[0].message.content' <<<"$r1")
-  sleep "$pause"
+  [[ $when == written ]] && wait_written_behind
   kill "-$signal" "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=
@@ -46,6 +62,6 @@ turn_after() {
   kill -TERM "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 }
 
-turn_after TERM 0 "Peru"
-turn_after KILL 4 "Chile"   # written behind within a second or so of going idle
+turn_after TERM now "Peru"      # a graceful stop writes what is not on disk yet
+turn_after KILL written "Chile"
 echo "cache_restart: ok"
