@@ -21,18 +21,24 @@ chat() {  # chat MESSAGES_JSON -> the response body
     -d "{\"messages\": $1, \"max_tokens\": 8, \"temperature\": 0}" || fail "request failed"
 }
 
-# Waits until all the server accounts to its disk tier is in place on disk (what an idle
-# server writes behind, about a second after its last request). The deadline only guards
-# against a hang: a loaded machine may take long.
+# The bytes the server accounts to its disk tier.
+disk_bytes() {
+  curl -sf "http://127.0.0.1:$port/metrics" | sed -n 's/^hearth_cache_bytes{tier="disk"} //p'
+}
+
+# wait_written_behind BEFORE: waits until the server accounts more than BEFORE bytes to
+# its disk tier (what an idle server writes behind, about a second after its last
+# request) and all of them are in place on disk. The deadline only guards against a
+# hang: a loaded machine may take long.
 wait_written_behind() {
-  local accounted on_disk
+  local before=$1 accounted on_disk
   for _ in $(seq 1200); do
-    accounted=$(curl -sf "http://127.0.0.1:$port/metrics" | sed -n 's/^hearth_cache_bytes{tier="disk"} //p')
+    accounted=$(disk_bytes)
     on_disk=$(find "$work/states" -maxdepth 1 -type f -name '*.state' -exec cat {} + 2>/dev/null | wc -c)
-    [[ -n $accounted && $accounted -gt 0 && $accounted -eq $on_disk ]] && return 0
+    [[ -n $accounted && $accounted -gt $before && $accounted -eq $on_disk ]] && return 0
     sleep 0.1
   done
-  fail "the states were not written behind within two minutes (accounted ${accounted:-?} bytes, on disk $on_disk)"
+  fail "the states were not written behind within two minutes (accounted ${accounted:-?} bytes, $before before; on disk $on_disk)"
 }
 
 # One conversation, then its next turn after the server went away with `signal`, at once
@@ -40,13 +46,15 @@ wait_written_behind() {
 turn_after() {
   local signal=$1 when=$2 tag=$3
   serve
+  local disk_before
+  disk_before=$(disk_bytes)  # the earlier conversations' states, loaded from disk
   local first=(); local m1="[{\"role\": \"system\", \"content\": \"You are terse. Conversation $tag.\"},
                               {\"role\": \"user\", \"content\": \"Name three rivers of $tag.\"}]"
   local r1 prompt1 reply
   r1=$(chat "$m1")
   prompt1=$(jq '.usage.prompt_tokens' <<<"$r1")
   reply=$(jq -c '.choices[0].message.content' <<<"$r1")
-  [[ $when == written ]] && wait_written_behind
+  [[ $when == written ]] && wait_written_behind "$disk_before"
   kill "-$signal" "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=
