@@ -31,14 +31,14 @@ disk_bytes() {
 # request) and all of them are in place on disk. The deadline only guards against a
 # hang: a loaded machine may take long.
 wait_written_behind() {
-  local before=$1 accounted on_disk
-  for _ in $(seq 1200); do
+  local before=$1 accounted on_disk deadline=$((SECONDS + 90))
+  while ((SECONDS < deadline)); do
     accounted=$(disk_bytes)
     on_disk=$(find "$work/states" -maxdepth 1 -type f -name '*.state' -exec cat {} + 2>/dev/null | wc -c)
     [[ -n $accounted && $accounted -gt $before && $accounted -eq $on_disk ]] && return 0
     sleep 0.1
   done
-  fail "the states were not written behind within two minutes (accounted ${accounted:-?} bytes, $before before; on disk $on_disk)"
+  fail "the states were not written behind within 90 s (accounted ${accounted:-?} bytes, $before before; on disk $on_disk)"
 }
 
 # One conversation, then its next turn after the server went away with `signal`, at once
