@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest's cache_restart: a conversation's next turn resumes from the disk tier after a
-# graceful stop (SIGTERM) and after a crash (kill -9) a few seconds after its reply.
+# graceful stop (SIGTERM) and after a crash (kill -9) once the idle server has written
+# its states behind.
 # Usage: cache-restart-test.sh HEARTH MODEL.gguf
 set -euo pipefail
 hearth=$1 model=$2
@@ -20,17 +21,40 @@ chat() {  # chat MESSAGES_JSON -> the response body
     -d "{\"messages\": $1, \"max_tokens\": 8, \"temperature\": 0}" || fail "request failed"
 }
 
-# One conversation, then its next turn after the server went away with `signal`.
+# The bytes the server accounts to its disk tier.
+disk_bytes() {
+  curl -sf "http://127.0.0.1:$port/metrics" | sed -n 's/^hearth_cache_bytes{tier="disk"} //p'
+}
+
+# wait_written_behind BEFORE: waits until the server accounts more than BEFORE bytes to
+# its disk tier (what an idle server writes behind, about a second after its last
+# request) and all of them are in place on disk. The deadline only guards against a
+# hang: a loaded machine may take long.
+wait_written_behind() {
+  local before=$1 accounted on_disk deadline=$((SECONDS + 90))
+  while ((SECONDS < deadline)); do
+    accounted=$(disk_bytes)
+    on_disk=$(find "$work/states" -maxdepth 1 -type f -name '*.state' -exec cat {} + 2>/dev/null | wc -c)
+    [[ -n $accounted && $accounted -gt $before && $accounted -eq $on_disk ]] && return 0
+    sleep 0.1
+  done
+  fail "the states were not written behind within 90 s (accounted ${accounted:-?} bytes, $before before; on disk $on_disk)"
+}
+
+# One conversation, then its next turn after the server went away with `signal`, at once
+# (`when` = now) or once its states are on disk (`when` = written).
 turn_after() {
-  local signal=$1 pause=$2 tag=$3
+  local signal=$1 when=$2 tag=$3
   serve
+  local disk_before
+  disk_before=$(disk_bytes)  # the earlier conversations' states, loaded from disk
   local first=(); local m1="[{\"role\": \"system\", \"content\": \"You are terse. Conversation $tag.\"},
                               {\"role\": \"user\", \"content\": \"Name three rivers of $tag.\"}]"
   local r1 prompt1 reply
   r1=$(chat "$m1")
   prompt1=$(jq '.usage.prompt_tokens' <<<"$r1")
   reply=$(jq -c '.choices[0].message.content' <<<"$r1")
-  sleep "$pause"
+  [[ $when == written ]] && wait_written_behind "$disk_before"
   kill "-$signal" "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=
@@ -46,6 +70,6 @@ turn_after() {
   kill -TERM "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 }
 
-turn_after TERM 0 "Peru"
-turn_after KILL 4 "Chile"   # written behind within a second or so of going idle
+turn_after TERM now "Peru"      # a graceful stop writes what is not on disk yet
+turn_after KILL written "Chile"
 echo "cache_restart: ok"

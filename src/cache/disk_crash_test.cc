@@ -1,11 +1,14 @@
 // A crash (SIGKILL) at any moment of a disk write loses at most the write in progress:
-// after a restart every file the store offers reads back intact.
+// after a restart every file the store offers reads back intact, and no temporary a
+// crashed write left behind stays.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -14,6 +17,27 @@
 
 namespace hearth::cache {
 namespace {
+
+namespace fs = std::filesystem;
+
+struct DirCount {
+  size_t states = 0;       // *.state: renamed into place
+  size_t temporaries = 0;  // *.tmp.*: a write not finished
+};
+
+DirCount CountFiles(const std::string& dir) {
+  DirCount n;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp") != std::string::npos) {
+      ++n.temporaries;
+    } else if (e.path().extension() == ".state") {
+      ++n.states;
+    }
+  }
+  return n;
+}
 
 TEST(DiskCrashTest, KillDuringWritesThenRestart) {
   const std::string dir = testing::MakeTempDir() + "/crash";
@@ -25,26 +49,43 @@ TEST(DiskCrashTest, KillDuringWritesThenRestart) {
       auto store = DiskStore::Open(dir, 64u << 20, "ns");
       if (!store.ok()) _exit(3);
       for (int i = 0;; ++i) {
-        std::vector<Token> tokens(static_cast<size_t>(10 + i % 50), i);
+        // Each round writes other states than the last (the tokens start at round * 1000).
+        std::vector<Token> tokens(static_cast<size_t>(10 + i % 50), round * 1000 + i);
         std::vector<uint8_t> bytes(static_cast<size_t>(200000 + (i * 7919) % 300000), static_cast<uint8_t>(i));
         (void)(*store)->Write("ns", tokens, StateKind::kPartial, bytes);
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 80));
+    // Kill only once this round's writer has put a file in place (however slow the
+    // machine), then at a random moment of the writes that follow.
+    const size_t states_before = CountFiles(dir).states;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (CountFiles(dir).states <= states_before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 80));
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status)) << "the writer should have been killed mid-loop";
+    ASSERT_GT(CountFiles(dir).states, states_before) << "round " << round << ": no file written within 60 s";
+    // Whether or not the kill caught a write half done, a restart must find a temporary
+    // and remove it: leave one as a crashed write would.
+    std::ofstream(dir + "/00000000000000ff.state.tmp.12345") << "half a write";
 
     auto store = DiskStore::Open(dir, 64u << 20, "ns");
     ASSERT_TRUE(store.ok());
+    EXPECT_EQ(CountFiles(dir).temporaries, 0u) << "round " << round << ": a crashed write's temporary stayed";
+    size_t offered_this_round = 0;
     for (const auto& e : (*store)->Scan()) {
       auto bytes = (*store)->Read(e.key, e.ns, e.tokens, e.kind);
       ASSERT_TRUE(bytes.ok()) << "a file offered after the crash must read back: " << bytes.status().ToString();
       ASSERT_FALSE(bytes->empty());
       const uint8_t fill = (*bytes)[0];
       EXPECT_TRUE(std::all_of(bytes->begin(), bytes->end(), [fill](uint8_t b) { return b == fill; }));
+      if (e.tokens[0] / 1000 == round) ++offered_this_round;
     }
+    // (The budget evicts the oldest files first, never this round's.)
+    EXPECT_GT(offered_this_round, 0u) << "round " << round << ": the files this round put in place are not offered";
     EXPECT_EQ((*store)->quarantined(), 0u) << "renamed-into-place files are never partial";
   }
 }

@@ -4,10 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 
 #include "cache/disk_store.h"
 #include "cache/fake_sequence_store.h"
+#include "cache/state_file.h"
 #include "testing/test_env.h"
 
 namespace hearth::cache {
@@ -524,6 +526,10 @@ TEST_F(DiskCacheTest, AStateWhoseDiskKeyCollidesIsNeverRestoredForAnotherConvers
   EXPECT_EQ(disk_->quarantined(), 0u);
 }
 
+// Bad files never serve. A truncated file and another model's are quarantined when the
+// store opens, and a temporary left by a crashed write is removed. A file whose payload had
+// a byte flipped has a sound header, so it is offered: the resume that reads it finds the
+// payload's checksum wrong, quarantines the file and restores from what is left instead.
 TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
   OpenDisk();
   Make(true, 1, 1, disk_.get());
@@ -532,16 +538,24 @@ TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
   Turn(Range(3000, 30), {});
   cache_.reset();
   disk_->Flush();
-  std::vector<std::filesystem::path> files;
+  // Each file by the length of the state it holds (all p1's conversation's: the other's
+  // is still on the device).
+  std::map<size_t, std::filesystem::path> by_length;
   for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-    if (e.path().extension() == ".state") files.push_back(e.path());
+    if (e.path().extension() != ".state") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    StateHeader h;
+    size_t header_size = 0;
+    std::string why;
+    ASSERT_TRUE(DecodeStateHeader(in, &h, &header_size, &why)) << e.path() << ": " << why;
+    by_length[h.tokens.size()] = e.path();
   }
-  ASSERT_GE(files.size(), 3u);
-  // One truncated, one with a flipped payload byte, one left over from a crashed write,
-  // and one from another model.
-  std::filesystem::resize_file(files[0], std::filesystem::file_size(files[0]) - 3);
+  ASSERT_EQ(by_length.count(36), 1u) << "p1 + r1's full state is on disk";
+  ASSERT_EQ(by_length.count(10), 1u) << "the snapshot at 10 is on disk";
+  const std::filesystem::path flipped = by_length[36], truncated = by_length[10];
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) - 3);
   {
-    std::fstream f(files[1], std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(flipped, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(-1, std::ios::end);
     char c = 0;
     f.get(c);
@@ -549,6 +563,7 @@ TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
     f.put(static_cast<char>(c ^ 0x5A));
   }
   std::ofstream(dir_ + "/0000000000000001.state.tmp.99") << "partial write";
+  std::filesystem::path foreign;
   {
     auto other = DiskStore::Open(dir_ + "-other", 1u << 20, "other-model");
     ASSERT_TRUE(other.ok());
@@ -556,19 +571,31 @@ TEST_F(DiskCacheTest, CorruptTruncatedAndForeignFilesAreQuarantinedNeverUsed) {
     ASSERT_TRUE(key.ok());
     (*other)->Flush();
     for (const auto& e : std::filesystem::directory_iterator(dir_ + "-other")) {
-      if (e.path().extension() == ".state") std::filesystem::copy_file(e.path(), dir_ + "/" + e.path().filename().string());
+      if (e.path().extension() != ".state") continue;
+      foreign = dir_ + "/" + e.path().filename().string();
+      std::filesystem::copy_file(e.path(), foreign);
     }
   }
+  ASSERT_FALSE(foreign.empty());
+  auto in_quarantine = [&](const std::filesystem::path& p) {
+    return std::filesystem::exists(dir_ + "/quarantine/" + p.filename().string()) && !std::filesystem::exists(p);
+  };
   OpenDisk();
-  EXPECT_GE(disk_->quarantined(), 2u) << "truncated and foreign files are caught at start";
+  EXPECT_EQ(disk_->quarantined(), 2u) << "truncated and foreign files are caught at start";
+  EXPECT_TRUE(in_quarantine(truncated));
+  EXPECT_TRUE(in_quarantine(foreign));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/0000000000000001.state.tmp.99"));
+  EXPECT_TRUE(std::filesystem::exists(flipped)) << "its header is sound: only reading the payload tells";
   Make(true, 1, 1, disk_.get());
-  // Whatever is left must restore correctly or not at all: Turn checks warm == cold.
-  Turn(Cat(Cat(p1, r1), Range(600, 5)), {});
-  EXPECT_GE(disk_->quarantined(), 2u);
-  size_t in_quarantine = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_ + "/quarantine")) ++in_quarantine;
-  EXPECT_EQ(in_quarantine, disk_->quarantined());
+  // The resume tries the full state first: its read fails, and what is restored instead
+  // must be right (Turn checks warm == cold).
+  const int reused = Turn(Cat(Cat(p1, r1), Range(600, 5)), {});
+  EXPECT_LT(reused, 36) << "the flipped state was used";
+  EXPECT_EQ(disk_->quarantined(), 3u);
+  EXPECT_TRUE(in_quarantine(flipped)) << "the bit-flipped payload is quarantined when read";
+  size_t n_quarantined = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_ + "/quarantine")) ++n_quarantined;
+  EXPECT_EQ(n_quarantined, 3u);
 }
 
 // States reach the disk only when the RAM tier evicts them, unless written behind: then a

@@ -94,23 +94,40 @@ TEST_F(ChatTemplateTest, ParserReadsQwenToolCalls) {
   EXPECT_FALSE(p.output().tool_calls[0].id.empty());
 }
 
-TEST_F(ChatTemplateTest, UnparseableOutputBecomesPlainContent) {
+// A tool call the model never closed is closed at the end of the reply, its argument kept.
+TEST_F(ChatTemplateTest, AnUnclosedToolCallKeepsItsArgument) {
   RenderOptions o;
   o.tools.push_back({"read_file", "Read a file", R"({"type":"object","properties":{"path":{"type":"string"}}})"});
   auto r = tmpl_->Render(std::vector<ChatMessage>{{.role = "user", .content = "x"}}, o);
   ASSERT_TRUE(r.ok());
   OutputParser p(r->output_format);
-  const std::string junk = "</think>\n\n<tool_call>\n<function=read_file>\n<parameter=path>\nno end";
+  p.Push("</think>\n\n<tool_call>\n<function=read_file>\n<parameter=path>\nno end", false);
+  p.Push(" </tool_call> <|junk|> </function>", true);
+  EXPECT_FALSE(p.fell_back());
+  ASSERT_EQ(p.output().tool_calls.size(), 1u) << "content: " << p.output().content;
+  EXPECT_EQ(p.output().tool_calls[0].name, "read_file");
+  EXPECT_NE(p.output().tool_calls[0].arguments.find("no end"), std::string::npos) << p.output().tool_calls[0].arguments;
+}
+
+// Output the parser cannot read (here: no parser at all for the format) becomes plain
+// content, streamed as it came: nothing is thrown and no text is lost.
+TEST_F(ChatTemplateTest, UnparseableOutputBecomesPlainContent) {
+  RenderOptions o;
+  o.tools.push_back({"read_file", "Read a file", R"({"type":"object","properties":{"path":{"type":"string"}}})"});
+  auto r = tmpl_->Render(std::vector<ChatMessage>{{.role = "user", .content = "x"}}, o);
+  ASSERT_TRUE(r.ok());
+  OutputFormat format = r->output_format;
+  format.parser = "{not a serialized parser";
+  OutputParser p(format);
+  const std::string first = "</think>\n\n<tool_call>\n<function=read_file>\n<parameter=path>\nno end";
+  const std::string second = " </tool_call> <|junk|> </function>";
   std::string streamed;
-  for (const auto& d : p.Push(junk, false)) streamed += d.content;
-  for (const auto& d : p.Push(" </tool_call> <|junk|> </function>", true)) streamed += d.content;
-  // Whatever the parser made of it, nothing is thrown and the text is not lost.
-  if (p.fell_back()) {
-    EXPECT_NE(p.output().content.find("no end"), std::string::npos);
-    EXPECT_EQ(streamed, p.output().content);
-  } else {
-    EXPECT_FALSE(p.output().tool_calls.empty() && p.output().content.empty());
-  }
+  for (const auto& d : p.Push(first, false)) streamed += d.content;
+  for (const auto& d : p.Push(second, true)) streamed += d.content;
+  ASSERT_TRUE(p.fell_back());
+  EXPECT_EQ(p.output().content, first + second);
+  EXPECT_EQ(streamed, p.output().content);
+  EXPECT_TRUE(p.output().tool_calls.empty());
 }
 
 }  // namespace

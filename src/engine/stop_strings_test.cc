@@ -13,15 +13,14 @@ TEST(StopStringsTest, PassesTextThroughWithoutStops) {
 
 TEST(StopStringsTest, StopSplitAcrossPiecesIsNeverEmitted) {
   StopStrings s({"</stop>"});
-  std::string out;
+  std::string out, matched;
   for (const char* piece : {"abc</", "st", "op>tail"}) {
     auto r = s.Feed(piece);
     out += r.text;
-    if (r.stopped) {
-      EXPECT_EQ(r.matched, "</stop>");
-      break;
-    }
+    matched = r.matched;
+    if (r.stopped) break;
   }
+  EXPECT_EQ(matched, "</stop>");
   EXPECT_EQ(out, "abc");
   EXPECT_EQ(s.Feed("more").text, "");
 }

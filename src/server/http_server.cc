@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -184,14 +185,41 @@ void HttpServer::Stop() {
   if (http_) http_->stop();
 }
 
+namespace {
+
+// httplib's pool, counting what it accepts and what its workers take up.
+class CountingPool final : public httplib::TaskQueue {
+ public:
+  CountingPool(size_t min_threads, size_t max_threads, size_t max_pending, std::atomic<int64_t>& accepted,
+               std::atomic<int64_t>& taken)
+      : pool_(min_threads, max_threads, max_pending), accepted_(accepted), taken_(taken) {}
+  bool enqueue(std::function<void()> fn) override {
+    const bool ok = pool_.enqueue([this, fn = std::move(fn)] {
+      taken_.fetch_add(1);
+      fn();
+    });
+    if (ok) accepted_.fetch_add(1);
+    return ok;
+  }
+  void shutdown() override { pool_.shutdown(); }
+  void on_idle() override { pool_.on_idle(); }
+
+ private:
+  httplib::ThreadPool pool_;
+  std::atomic<int64_t>& accepted_;
+  std::atomic<int64_t>& taken_;
+};
+
+}  // namespace
+
 void HttpServer::RegisterRoutes() {
   httplib::Server& s = *http_;
   // A few threads always, more on demand up to the bound (they exit when idle); past the
   // bound, a bounded queue, then httplib closes new connections at once.
   const auto max_threads = static_cast<size_t>(std::max(1, config_.n_http_threads));
   const auto max_pending = static_cast<size_t>(std::max(1, config_.max_pending_connections));
-  s.new_task_queue = [max_threads, max_pending] {
-    return new httplib::ThreadPool(std::min<size_t>(8, max_threads), max_threads, max_pending);
+  s.new_task_queue = [this, max_threads, max_pending] {
+    return new CountingPool(std::min<size_t>(8, max_threads), max_threads, max_pending, n_accepted_, n_taken_);
   };
   s.set_payload_max_length(config_.max_body_bytes);
   s.set_read_timeout(config_.read_timeout_s, 0);

@@ -18,6 +18,8 @@
 //     connections and read timeouts (HttpConfig) keep slow clients from starving others.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +81,15 @@ class HttpServer {
   void Stop();
   int port() const { return port_; }
 
+  // Connections the pool accepted (queued for a worker) and those a worker has started
+  // serving since Bind; a refused one counts in neither. Any thread may read them (tests
+  // wait on them to know where a connection stands).
+  struct ConnectionCounts {
+    int64_t accepted = 0;
+    int64_t taken = 0;
+  };
+  ConnectionCounts connections() const { return {n_accepted_.load(), n_taken_.load()}; }
+
  private:
   // The configured key the request carries, or nullptr.
   const ApiKey* FindKey(const httplib::Request& req) const;
@@ -93,6 +104,8 @@ class HttpServer {
   std::unique_ptr<WarmAhead> warm_ahead_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
+  std::atomic<int64_t> n_accepted_{0};
+  std::atomic<int64_t> n_taken_{0};
 };
 
 }  // namespace hearth::server

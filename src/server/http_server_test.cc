@@ -121,6 +121,17 @@ class HttpServerTest : public ::testing::Test {
     server_ = std::make_unique<TestServer>(ec, hc);
     return server_->ok();
   }
+  // Waits until the pool has accepted `accepted` connections and its workers have taken
+  // up `taken`; false after a deadline that only guards against a hang.
+  bool WaitForConnections(int64_t accepted, int64_t taken) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const HttpServer::ConnectionCounts n = server_->http().connections();
+      if (n.accepted >= accepted && n.taken >= taken) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
   std::unique_ptr<TestServer> server_;
 };
 
@@ -343,7 +354,7 @@ TEST_F(HttpServerTest, SlowConnectionsDoNotStarveOthers) {
     slow.push_back(std::make_unique<SlowConnection>(server_->port(), i % 3 == 0 ? "" : "POST /tokenize HTTP/1.1\r\nHo"));
     ASSERT_TRUE(slow.back()->connected());
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all accepted before the normal one
+  ASSERT_TRUE(WaitForConnections(6, 2)) << "all accepted before the normal one";
   httplib::Client c("127.0.0.1", server_->port());
   c.set_read_timeout(20, 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -367,12 +378,12 @@ TEST_F(HttpServerTest, ConnectionsBeyondThePendingBoundAreClosed) {
   ASSERT_TRUE(Start(hc));
   const std::string partial = "POST /tokenize HTTP/1.1\r\nHo";
   SlowConnection held(server_->port(), partial);  // the one worker
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(WaitForConnections(1, 1)) << "the worker did not take the first connection";
   SlowConnection pending(server_->port(), partial);  // the one place in the queue
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(WaitForConnections(2, 1)) << "the second connection was not queued";
   SlowConnection refused(server_->port(), partial);
   ASSERT_TRUE(held.connected() && pending.connected());
-  EXPECT_TRUE(refused.ClosedByServerWithin(3));
+  EXPECT_TRUE(refused.ClosedByServerWithin(10));
   EXPECT_FALSE(pending.ClosedByServerWithin(1));
 }
 

@@ -165,11 +165,10 @@ TEST_F(RequestBuilderTest, LateSystemTurnBecomesAReminderInPlace) {
 TEST_F(RequestBuilderTest, EmptyRawPromptIs400) {
   api::GenerationRequest r = Raw("");
   auto built = builder_->Build(r);
-  // The tokenizer may add BOS; if it does the prompt is not empty and that is fine.
-  if (PromptTokens(r) == 0) {
-    ASSERT_TRUE(std::holds_alternative<api::ApiError>(built));
-    EXPECT_EQ(std::get<api::ApiError>(built).http_status, 400);
-  }
+  // A tokenizer that adds BOS would make the prompt not empty; the test model's adds none.
+  ASSERT_EQ(PromptTokens(r), 0);
+  ASSERT_TRUE(std::holds_alternative<api::ApiError>(built));
+  EXPECT_EQ(std::get<api::ApiError>(built).http_status, 400);
 }
 
 TEST_F(RequestBuilderTest, OutOfRangeSamplingIs400) {

@@ -51,6 +51,7 @@ class TestServer {
   const engine::Model& model() const { return *model_; }
   const engine::ChatTemplate& chat_template() const { return *tmpl_; }
   EngineLoop& loop() { return *loop_; }
+  const HttpServer& http() const { return *http_; }
   httplib::Client& client() { return *client_; }
   int port() const { return http_->port(); }
 

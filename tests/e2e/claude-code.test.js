@@ -26,7 +26,8 @@ const fixturePath = path.join(here, 'fixtures', 'claude-code-request.json');
 const STOP_SEQUENCES = [' ', '\n', 'e', 'a', 'o', 'i', 'n', 't', 's', '.'];
 const CLAUDE_TIMEOUT_MS = 240_000;
 
-// Why Claude Code cannot run here, or null when it can.
+// Why Claude Code cannot run here, or null when it can. That it cannot is a failure,
+// never a skip: node's runner counts a skipped test as passed.
 function whyNoClaude() {
   if (!fs.existsSync(claudeBin)) return `${claudeBin} is missing (npm ci did not install it)`;
   const r = spawnSync(claudeBin, ['--version'], { encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH } });
@@ -34,7 +35,6 @@ function whyNoClaude() {
   if (r.status !== 0) return `claude --version exited ${r.status}: ${r.stderr}`;
   return null;
 }
-const skipReason = whyNoClaude();
 
 // A proxy in front of hearth that records every request and adds STOP_SEQUENCES to
 // message requests.
@@ -112,7 +112,6 @@ const captured = [];
 let sandbox;
 
 before(async () => {
-  if (skipReason) return;
   proxy = await startProxy(captured);
   sandbox = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-cc-'));
   fs.mkdirSync(path.join(sandbox, 'home'));
@@ -124,7 +123,9 @@ after(() => {
   if (sandbox) fs.rmSync(sandbox, { recursive: true, force: true });
 });
 
-test('Claude Code completes a headless turn against hearth', { skip: skipReason ?? false, timeout: CLAUDE_TIMEOUT_MS + 30_000 }, async () => {
+test('Claude Code completes a headless turn against hearth', { timeout: CLAUDE_TIMEOUT_MS + 30_000 }, async () => {
+  const why = whyNoClaude();
+  assert.equal(why, null, `Claude Code cannot run: ${why}`);
   const home = path.join(sandbox, 'home');
   const work = path.join(sandbox, 'work');
   const env = {

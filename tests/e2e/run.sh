@@ -4,10 +4,12 @@
 #
 # Usage: tests/e2e/run.sh BUILD_DIR
 #
-# Installs the pinned npm packages (npm ci, from npm's own cache when it can) when
-# node_modules is missing or does not match package-lock.json, starts the server on a
-# free port, runs every *.test.js with node's test runner, and stops the server.
-# Exits 77 (ctest's "skipped") when Node.js or npm is not installed.
+# Runs on Node.js 22 or later (what the pinned packages need): the one
+# scripts/install-deps.sh installed into the build cache, else the one on PATH; fails,
+# saying so, when there is none (a missing client must fail, never skip). Installs the
+# pinned npm packages (npm ci, from npm's own cache when it can) when node_modules is
+# missing or was installed from another package-lock.json or Node.js, starts the server
+# on a free port, runs every *.test.js with node's test runner, and stops the server.
 # Logs and captured requests go to BUILD_DIR/e2e/.
 set -euo pipefail
 
@@ -18,15 +20,22 @@ model=$build/testdata/tiny-qwen35.gguf
 out=$build/e2e
 api_key=hearth-e2e-key
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "e2e: SKIPPED: node and npm are needed (Node.js 20 or later)" >&2
-  exit 77
+source "$here/../../scripts/lib/node.sh"
+if ! node_dir=$(find_node_dir); then
+  echo "e2e: FAILED: Node.js $node_min_major or later is needed ($(describe_path_node)); run scripts/install-deps.sh" >&2
+  exit 1
 fi
+export PATH="$node_dir:$PATH"
+node_version=$(node --version)
+[[ $(node_major node) -ge $node_min_major ]] || { echo "e2e: FAILED: node on PATH is $node_version" >&2; exit 1; }
+command -v npm >/dev/null || { echo "e2e: FAILED: npm is needed (run scripts/install-deps.sh)" >&2; exit 1; }
+echo "e2e: Node.js $node_version ($node_dir/node)" >&2
 [[ -x $hearth ]] || { echo "e2e: $hearth is not built" >&2; exit 1; }
 [[ -f $model ]] || bash "$here/../../scripts/make-test-models.sh" "$hearth" "$build/testdata"
 
-# node_modules is current when the lock file it was installed from is unchanged.
-lock_sum=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
+# node_modules is current when the lock file and the Node.js it was installed with are unchanged.
+sha256() { if command -v sha256sum >/dev/null; then sha256sum "$1"; else shasum -a 256 "$1"; fi | cut -d' ' -f1; }
+lock_sum="$(sha256 "$here/package-lock.json") node $node_version"
 stamp=$here/node_modules/.hearth-lock-sha256
 if [[ ! -f $stamp || $(cat "$stamp") != "$lock_sum" ]]; then
   echo "e2e: npm ci" >&2
