@@ -21,6 +21,7 @@ cat >"$work/restart.sh" <<SCRIPT
 set -eu
 running() { st=\$(ps -o stat= -p "\$1" 2>/dev/null) || return 1; case "\$st" in Z*) return 1;; esac; }
 if [ -f "$work/pid" ]; then
+  sleep "\${PAUSE:-0}"
   pid=\$(cat "$work/pid")
   kill -TERM "\$pid"
   while running "\$pid"; do sleep 0.1; done
@@ -49,7 +50,10 @@ diagnose() {  # TAG RESTART_CMD
     || { cat "$work/$1.out" >&2; fail "hearth bench --diagnose failed ($1)"; }
 }
 
-diagnose kept "PORT=$port bash $work/restart.sh"
+# A pause first, as a restart after a moment of idle time: a SIGTERM the instant the last
+# reply ends can stop that reply's warm-ahead before it stored the re-rendered reply
+# (docs/benchmarks.md, --diagnose), and its conversation then re-prefills the reply's end.
+diagnose kept "PAUSE=2 PORT=$port bash $work/restart.sh"
 grep -q 'ok: restart kept 3 of 3 conversations (reuse from disk 3)' "$work/kept.out" \
   || { cat "$work/kept.out" >&2; fail "a graceful restart on the same --cache-dir did not keep every conversation"; }
 awk '/^## Restart/{on=1; next} on && /^##/{exit} on && /^(\*\*|\|)/' "$work/kept.out"   # the verdict and the table, for the log

@@ -140,8 +140,12 @@ Verdict JudgeRestart(const Probe& p, const std::vector<TurnRow>& rows, const std
     break;
   }
   const bool all_kept = s.n_judged > 0 && s.n_kept == static_cast<int>(s.conversations.size());
-  v.verdict = (!restart_failed.empty() ? restart_failed + "; " : all_kept ? "ok: " : s.n_judged == 0 ? "unknown: " : "reuse lost: ") +
-              RestartVerdictLine(s);
+  // A restarted server's device and RAM tiers start empty.
+  const bool not_restarted = s.sources.count("device") > 0 || s.sources.count("ram") > 0;
+  std::string head = all_kept ? "ok: " : s.n_judged == 0 ? "unknown: " : "reuse lost: ";
+  if (not_restarted) head = "not restarted? reuse came from the device or RAM tier after the command: ";
+  if (!restart_failed.empty()) head = restart_failed + "; ";
+  v.verdict = head + RestartVerdictLine(s);
   return v;
 }
 
