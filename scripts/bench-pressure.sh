@@ -9,6 +9,8 @@
 # Env:   PRESET=tiny|small  model preset (default tiny); MODEL=path uses that file instead
 #        HEARTH=path        hearth binary (default build/src/hearth)
 #        CTX=8192 SLOTS=2   both servers' KV cells and parallel slots
+#        THREADS=N          both servers' threads (default: theirs; 1 on a loaded machine,
+#                           where threads spinning on shared cores cost more than they give)
 #        CONVS=2,4,8,16,32  conversations per point
 #        LENGTHS=1024,2048,4096   tokens per conversation at its last turn (each must fit in
 #                           CTX; for 32k conversations run with CTX=65536 and a longer list)
@@ -42,11 +44,12 @@ source "$(dirname "$0")/lib/servers.sh"
 # Fresh servers for each run, so one run's cache does not carry into the next.
 start_servers() {  # TAG
   hearth_port=$(free_port 18280)
-  "$hearth" serve -m "$model" --port "$hearth_port" -c "$ctx" -P "$slots" >"$out/hearth-$1.log" 2>&1 &
+  "$hearth" serve -m "$model" --port "$hearth_port" -c "$ctx" -P "$slots" ${THREADS:+-t "$THREADS"} \
+    >"$out/hearth-$1.log" 2>&1 &
   pids+=($!)
   wait_healthy "http://127.0.0.1:$hearth_port" "${pids[-1]}" "$out/hearth-$1.log"
   llama_port=$(free_port $((hearth_port + 1)))
-  CTX=$ctx SLOTS=$slots bash "$here/start-llama-server.sh" "$model" "$llama_port" >"$out/llama-server-$1.log" 2>&1 &
+  CTX=$ctx SLOTS=$slots THREADS=${THREADS:-} bash "$here/start-llama-server.sh" "$model" "$llama_port" >"$out/llama-server-$1.log" 2>&1 &
   pids+=($!)
   wait_healthy "http://127.0.0.1:$llama_port" "${pids[-1]}" "$out/llama-server-$1.log"
 }
@@ -58,7 +61,7 @@ run_bench() {  # TAG GRID [flags...]
   "$hearth" bench "http://127.0.0.1:$hearth_port" --compare "http://127.0.0.1:$llama_port" \
     --label hearth --label llama-server --pressure "$grid" --pressure-turns "$turns" --device-cells "$ctx" \
     --max-tokens "$max_tokens" --render-model "$model" --model-file "$model" --no-turn-table \
-    --env "hearth_flags=-c $ctx -P $slots" --env "hearth_commit=$commit" \
+    --env "hearth_flags=-c $ctx -P $slots${THREADS:+ -t $THREADS}" --env "hearth_commit=$commit" \
     --out "$out/$tag" "$@" >"$out/$tag.txt" 2>"$out/$tag.progress"
   stop_all
   # Why hearth's reuse stopped short, per request, from its own log.

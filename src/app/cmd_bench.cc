@@ -24,6 +24,7 @@ struct BenchFlags {
   std::string sweep;
   std::string pressure;
   std::string diagnose;
+  std::string probes;
   std::optional<int> max_tokens;
   std::optional<double> temperature = 0.0;
   std::vector<std::string> env;
@@ -85,6 +86,8 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
   bench::BenchConfig c = f.config;
   c.command_line = command_line;
   std::vector<std::string> urls;
+  c.probes = SplitList(f.probes);
+  if (!c.probes.empty() && f.diagnose.empty()) Usage("--probe goes with --diagnose");
   if (!f.diagnose.empty()) {
     if (!f.compare.empty()) Usage("--diagnose takes one server; drop --compare");
     urls.push_back(f.diagnose);
@@ -204,7 +207,9 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--device-cells", c.device_cells,
                   "the servers' KV cells (-c), for working set / device cells (default: from /props)");
   cmd->add_option("--diagnose", f->diagnose, "probe one server for each cache failure mode");
-  cmd->add_option("--restart-cmd", c.restart_cmd, "diagnose: command that restarts the server (restart probe)");
+  cmd->add_option("--restart-cmd", c.restart_cmd,
+                  "diagnose: shell command that restarts the server on the same cache and returns (restart probe)");
+  cmd->add_option("--probe", f->probes, "diagnose: only these probes (comma-separated; default all)");
   cmd->add_option("--render-model", c.render.model_path,
                   "count new tokens with this model file's template and tokenizer (recommended)");
   cmd->add_option("--render-url", c.render.url, "else: server whose /apply-template and /tokenize count them");

@@ -50,7 +50,8 @@ struct BenchConfig {
   std::string model_file;       // recorded in env.json with its size
   std::map<std::string, std::string> env;  // extra KEY=VALUE for env.json (server flags...)
   std::string command_line;
-  std::string restart_cmd;      // diagnose: restarts the server between turns
+  std::string restart_cmd;      // diagnose: restarts the server (the restart probe, restart.h)
+  std::vector<std::string> probes;  // diagnose: the probes to run; empty: all
 };
 
 // The current time through strftime `format`, in UTC or local time (dates in env.json,

@@ -8,6 +8,7 @@
 #include "bench/bench.h"
 #include "bench/pressure.h"
 #include "bench/render.h"
+#include "bench/restart.h"
 
 namespace hearth::bench {
 namespace {
@@ -20,6 +21,7 @@ struct Probe {
   int n_sessions = 1;
   int interrupt_every = 3;
   bool restart = false;
+  std::string restart_cmd;  // restart probe: what restarts the server
   // Memory pressure: conversations of this many tokens each, and follow-ups are judged
   // against kPressureLimit instead of the target.
   std::optional<int> pressure_tokens;
@@ -70,8 +72,7 @@ Verdict JudgePressure(const Probe& p, const std::vector<TurnRow>& rows, const st
   }
   const PressurePoint& pt = points[0];
   v.ratio = pt.ratio;
-  std::string sources;
-  for (const auto& [k, n] : pt.sources) sources += (sources.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  const std::string sources = SourcesText(pt.sources);
   for (const TurnRow& r : mine) {
     if (OverPressureLimit(r) != std::optional<bool>(true)) continue;
     v.broke_at = r.turn + 1;
@@ -122,15 +123,53 @@ Verdict Judge(const Probe& p, const std::vector<TurnRow>& rows) {
   return v;
 }
 
-// Restarts the server with `cmd`, then waits until it answers again.
-void Restart(const std::string& cmd, const ServerClient& client) {
+// The restart probe: every conversation's follow-up after the restart (restart.h).
+// `restart_failed` says why the restart itself went wrong, when it did.
+Verdict JudgeRestart(const Probe& p, const std::vector<TurnRow>& rows, const std::string& restart_failed,
+                     std::string* markdown) {
+  Verdict v{p.name, p.what};
+  const RestartSummary s = SummarizeRestart(rows, p.name);
+  *markdown = RestartMarkdown(s, p.restart_cmd);
+  v.ratio = s.ratio;
+  for (const RestartConversation& c : s.conversations) {
+    if (c.kept != std::optional<bool>(false)) continue;
+    v.broke_at = kRestartTurn + 1;
+    v.differed = "conversation " + std::to_string(c.session) + ": prefilled " + std::to_string(*c.prefilled_tokens) +
+                 " for " + std::to_string(*c.new_tokens) + " new, reuse from " + c.source +
+                 (c.reuse_stopped.empty() ? "" : ", reuse stopped: " + EscapeForLine(c.reuse_stopped));
+    break;
+  }
+  const bool all_kept = s.n_judged > 0 && s.n_kept == static_cast<int>(s.conversations.size());
+  // A restarted server's device and RAM tiers start empty.
+  const bool not_restarted = s.sources.count("device") > 0 || s.sources.count("ram") > 0;
+  std::string head = all_kept ? "ok: " : s.n_judged == 0 ? "unknown: " : "reuse lost: ";
+  if (not_restarted) head = "not restarted? reuse came from the device or RAM tier after the command: ";
+  if (!restart_failed.empty()) head = restart_failed + "; ";
+  v.verdict = head + RestartVerdictLine(s);
+  return v;
+}
+
+// Runs `cmd`, which restarts the server, then waits until /health answers. Returns why
+// that failed, or "" when the server is back.
+std::string Restart(const std::string& cmd, const ServerClient& client) {
   std::fprintf(stderr, "hearth bench: restarting the server: %s\n", cmd.c_str());
-  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "hearth bench: the restart command failed\n");
-  for (int i = 0; i < 240; ++i) {
-    if (client.GetJson("/v1/models").ok()) return;
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    const std::string why = "the restart command failed (status " + std::to_string(rc) + ")";
+    std::fprintf(stderr, "hearth bench: %s\n", why.c_str());
+    return why;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 600; ++i) {
+    if (client.GetJson("/health").ok()) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "hearth bench: the server answers /health again, %.1f s after the command returned\n", s);
+      return "";
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  std::fprintf(stderr, "hearth bench: the server did not come back within 120 s\n");
+  std::fprintf(stderr, "hearth bench: the server did not answer /health within 300 s\n");
+  return "the server did not answer /health within 300 s of the restart";
 }
 
 }  // namespace
@@ -152,19 +191,42 @@ int RunDiagnose(const BenchConfig& config) {
                      " tokens, own system prompts, round-robin",
                  Scenario::kPressure, PressureShape{}.n_turns, n_pressure};
   pressure.pressure_tokens = pressure_tokens;
-  const std::vector<Probe> probes = {
+  const int n_restart = config.spec.n_sessions > 1 ? config.spec.n_sessions : kRestartConversations;
+  Probe restart{"restart",
+                std::to_string(n_restart) + " conversations, " + std::to_string(kRestartTurn) +
+                    " turns each, the server restarted, then each one's next turn",
+                Scenario::kPressure, kRestartTurn + 1, n_restart};
+  restart.restart = true;
+  restart.restart_cmd = config.restart_cmd;
+  restart.pressure_tokens = kRestartConversationTokens;
+  const std::vector<Probe> all_probes = {
       {"baseline", "plain chat, nothing unusual", Scenario::kChat, 4},
       {"volatile-line", "a request id and timestamp early in the system prompt", Scenario::kVolatile, 4},
       {"interrupted-reply", "a reply cut off mid-stream and sent back partial", Scenario::kInterrupt, 4, 1, 2},
       {"thinking", "earlier <think> blocks re-rendered differently", Scenario::kChatThink, 4},
       {"tool-calls", "assistant tool calls re-serialized, loop re-rendered at the next user turn", Scenario::kAgent, 6},
       {"eviction", std::to_string(n_evict) + " conversations interleaved", Scenario::kInterleaved, 3, n_evict},
-      {"restart", "the server restarted between turns 2 and 3", Scenario::kChat, 4, 1, 3, true},
+      restart,
       pressure,
   };
+  std::vector<Probe> probes;
+  for (const Probe& p : all_probes) {
+    if (config.probes.empty() || std::find(config.probes.begin(), config.probes.end(), p.name) != config.probes.end()) {
+      probes.push_back(p);
+    }
+  }
+  for (const std::string& name : config.probes) {
+    if (std::none_of(all_probes.begin(), all_probes.end(), [&](const Probe& p) { return p.name == name; })) {
+      std::string names;
+      for (const Probe& p : all_probes) names += (names.empty() ? "" : ", ") + p.name;
+      std::fprintf(stderr, "hearth bench: no probe '%s' (probes: %s)\n", name.c_str(), names.c_str());
+      return 1;
+    }
+  }
   auto ep = ParseEndpoint(config.targets[0].url);
   const ServerClient client(*ep, config.run.api_key, 30);
   std::vector<Verdict> verdicts;
+  std::string restart_md;
   for (const Probe& p : probes) {
     if (p.restart && config.restart_cmd.empty()) {
       verdicts.push_back({p.name, p.what, std::nullopt, std::nullopt, "",
@@ -182,15 +244,22 @@ int RunDiagnose(const BenchConfig& config) {
     if (p.pressure_tokens) spec = PressureSpec(spec, {p.n_sessions, *p.pressure_tokens, p.n_turns});
     Workload w = MakeWorkload(spec);
     w.name = p.name;
+    std::string restart_failed;
     if (p.restart) {
-      runner.SetBeforeTurn([&](int, int turn) {
-        if (turn == 2) Restart(config.restart_cmd, client);
+      // Conversations go one turn of each in turn: the first to reach kRestartTurn is session 0.
+      runner.SetBeforeTurn([&](int session, int turn) {
+        if (turn == kRestartTurn && session == 0) restart_failed = Restart(p.restart_cmd, client);
       });
     }
     runner.Run(w);
     runner.SetBeforeTurn(nullptr);
-    verdicts.push_back(p.pressure_tokens ? JudgePressure(p, runner.rows(), {runner.targets()[0].label})
-                                         : Judge(p, runner.rows()));
+    if (p.restart) {
+      verdicts.push_back(JudgeRestart(p, runner.rows(), restart_failed, &restart_md));
+    } else if (p.pressure_tokens) {
+      verdicts.push_back(JudgePressure(p, runner.rows(), {runner.targets()[0].label}));
+    } else {
+      verdicts.push_back(Judge(p, runner.rows()));
+    }
   }
 
   std::string md = "## Diagnosis of " + config.targets[0].url +
@@ -203,6 +272,7 @@ int RunDiagnose(const BenchConfig& config) {
           (v.broke_at ? std::to_string(*v.broke_at) : "-") + " | " + (v.differed.empty() ? "-" : v.differed) + " | " +
           v.verdict + " |\n";
   }
+  if (!restart_md.empty()) md += "\n" + restart_md;
   BenchConfig c = config;
   c.print_turns = false;
   return FinishRun(c, runner, md, {});

@@ -8,17 +8,6 @@ namespace {
 std::string Cell(const std::optional<double>& v) { return v ? FormatNumber(*v) : "-"; }
 std::string Cell(const std::optional<int>& v) { return v ? std::to_string(*v) : "?"; }
 
-// "device 20, ram 3, none 1" in a fixed order.
-std::string SourcesCell(const std::map<std::string, int>& sources) {
-  std::string out;
-  for (const char* k : {"device", "ram", "disk", "none", "unreported", "unknown"}) {
-    auto it = sources.find(k);
-    if (it == sources.end()) continue;
-    out += (out.empty() ? "" : ", ") + std::string(k) + " " + std::to_string(it->second);
-  }
-  return out.empty() ? "-" : out;
-}
-
 std::string OneLine(std::string s) {
   for (char& c : s) {
     if (c == '|' || c == '\n') c = ' ';
@@ -27,6 +16,16 @@ std::string OneLine(std::string s) {
 }
 
 }  // namespace
+
+std::string SourcesText(const std::map<std::string, int>& sources) {
+  std::string out;
+  for (const char* k : {"device", "ram", "disk", "none", "unreported", "unknown"}) {
+    auto it = sources.find(k);
+    if (it == sources.end()) continue;
+    out += (out.empty() ? "" : ", ") + std::string(k) + " " + std::to_string(it->second);
+  }
+  return out.empty() ? "-" : out;
+}
 
 WorkloadSpec PressureSpec(const WorkloadSpec& base, const PressureShape& shape) {
   WorkloadSpec spec = base;
@@ -105,7 +104,7 @@ std::string PressureMarkdown(const std::vector<PressurePoint>& points, const std
     md += "| " + p.server + " | " + std::to_string(p.shape.n_conversations) + " | " + std::to_string(p.shape.conversation_tokens) +
           " | " + std::to_string(p.shape.n_turns) + " | " + std::to_string(p.working_set_tokens) + " | " + Cell(p.pressure) +
           " | " + Cell(p.ratio) + " | " + std::to_string(p.n_over) + "/" + std::to_string(p.n_follow_ups) + " | " +
-          SourcesCell(p.sources) + " | " + std::to_string(p.n_failed) + " |\n";
+          SourcesText(p.sources) + " | " + std::to_string(p.n_failed) + " |\n";
   }
   if (!follow_ups) return md;
   std::string flagged;

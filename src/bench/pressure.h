@@ -46,6 +46,8 @@ std::string PressureName(const PressureShape& shape);
 // "none" (nothing reused), "unreported" (reused, but the server does not say from where),
 // or "unknown" (no cached-token count at all).
 std::string ReuseSource(const TurnRow& row);
+// ReuseSource counts as "device 20, ram 3, none 1", in that fixed order; "-" when empty.
+std::string SourcesText(const std::map<std::string, int>& sources);
 // prefilled ÷ new > kPressureLimit. nullopt when the row is no follow-up, failed, was cut,
 // or either count is unknown.
 std::optional<bool> OverPressureLimit(const TurnRow& row);
