@@ -34,7 +34,7 @@ wait_written_behind() {
   local before=$1 accounted on_disk deadline=$((SECONDS + 90))
   while ((SECONDS < deadline)); do
     accounted=$(disk_bytes)
-    on_disk=$(find "$work/states" -maxdepth 1 -type f -name '*.state' -exec cat {} + 2>/dev/null | wc -c)
+    on_disk=$(find "$work/states" -maxdepth 2 -type f -name '*.state' -exec cat {} + 2>/dev/null | wc -c)
     [[ -n $accounted && $accounted -gt $before && $accounted -eq $on_disk ]] && return 0
     sleep 0.1
   done

@@ -75,9 +75,10 @@ ref_pid=$server_pid ref_port=$port server_pid=
 failed_starts=0 wrong=0 unanswered=0 quarantined=0 tmp_left=0 disk_resumes=0 loop_ok=0
 for loop in $(seq 1 "$loops"); do
   # Evidence that kills land inside writes: temporaries the next start will delete.
-  if compgen -G "$states/*.tmp.*" >/dev/null; then ((tmp_left++)); fi
+  # (The disk tier lives in $states/states-<model and layout hash>/.)
+  if compgen -G "$states/states-*/*.tmp.*" >/dev/null; then ((tmp_left++)); fi
   if [[ $sabotage == 1 && -d $states ]]; then
-    for f in "$states"/*.state; do
+    for f in "$states"/states-*/*.state; do
       [[ -f $f ]] || continue
       size=$(stat -c %s "$f")  # a header is a few hundred bytes: this is payload
       head -c $((size - size / 3)) /dev/urandom | dd of="$f" bs=4096 seek=$((size / 3)) oflag=seek_bytes conv=notrunc status=none
@@ -90,7 +91,7 @@ for loop in $(seq 1 "$loops"); do
     kill -9 "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; server_pid=
     continue
   fi
-  n_q=$(find "$states/quarantine" -type f 2>/dev/null | wc -l)
+  n_q=$(find "$states" -path '*/quarantine/*' -type f 2>/dev/null | wc -l)
 
   # The check: one conversation's next turn, alone on the server, against the reference.
   c=$((RANDOM % n_convs)) k=${turn[$c]}
@@ -136,7 +137,7 @@ for loop in $(seq 1 "$loops"); do
   fi
   kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null; server_pid=
   wait "${loaders[@]}" 2>/dev/null
-  n_files=$(find "$states" -maxdepth 1 -name '*.state' | wc -l)
+  n_files=$(find "$states" -maxdepth 2 -name '*.state' | wc -l)
   echo "crash_loop: loop $loop: conv $c turn $k reused $cached ($tier), killed while $when, $n_files state files: $verdict"
 done
 

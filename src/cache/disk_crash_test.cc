@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "cache/disk_store.h"
@@ -24,6 +25,26 @@ struct DirCount {
   size_t states = 0;       // *.state: renamed into place
   size_t temporaries = 0;  // *.tmp.*: a write not finished
 };
+
+// The state files in `dir` that `before` does not hold: files this round put in place
+// (the budget evicts older ones meanwhile, so counts alone can fall while writes land).
+size_t NewStates(const std::string& dir, const std::set<std::string>& before) {
+  size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    n += e.path().extension() == ".state" && !before.contains(e.path().filename().string()) ? 1 : 0;
+  }
+  return n;
+}
+
+std::set<std::string> StateNames(const std::string& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".state") names.insert(e.path().filename().string());
+  }
+  return names;
+}
 
 DirCount CountFiles(const std::string& dir) {
   DirCount n;
@@ -57,9 +78,9 @@ TEST(DiskCrashTest, KillDuringWritesThenRestart) {
     }
     // Kill only once this round's writer has put a file in place (however slow the
     // machine), then at a random moment of the writes that follow.
-    const size_t states_before = CountFiles(dir).states;
+    const std::set<std::string> states_before = StateNames(dir);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (CountFiles(dir).states <= states_before && std::chrono::steady_clock::now() < deadline) {
+    while (NewStates(dir, states_before) == 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 80));
@@ -67,7 +88,7 @@ TEST(DiskCrashTest, KillDuringWritesThenRestart) {
     int status = 0;
     waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status)) << "the writer should have been killed mid-loop";
-    ASSERT_GT(CountFiles(dir).states, states_before) << "round " << round << ": no file written within 60 s";
+    ASSERT_GT(NewStates(dir, states_before), 0u) << "round " << round << ": no file written within 60 s";
     // Whether or not the kill caught a write half done, a restart must find a temporary
     // and remove it: leave one as a crashed write would.
     std::ofstream(dir + "/00000000000000ff.state.tmp.12345") << "half a write";
