@@ -215,7 +215,9 @@ void Context::PrepareSpareState() {
 
 Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {
   if (part == StatePart::kAll) ClearSeq(seq);
-  ScopedLogCapture log;  // llama.cpp says why only in its log
+  // llama.cpp says why only in its log; held, since the caller reports the failure (and
+  // makes room and retries when cells were short).
+  ScopedLogCapture log(ScopedLogCapture::Mode::kHold);
   const size_t n = llama_state_seq_set_data_ext(ctx_.get(), bytes.data(), bytes.size(), seq, FlagsFor(part));
   if (n == 0) {
     ClearSeq(seq);
@@ -223,8 +225,11 @@ Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePar
       return ResourceExhausted("no free KV cells for the saved state (" + std::to_string(bytes.size()) +
                                " bytes); sequence cleared");
     }
-    return DataLoss("saved state (" + std::to_string(bytes.size()) +
-                    " bytes) does not fit this model and context; sequence cleared");
+    std::string why = log.text();
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    if (const size_t at = why.rfind('\n'); at != std::string::npos) why = why.substr(at + 1);
+    return DataLoss("saved state (" + std::to_string(bytes.size()) + " bytes) does not fit this model and context" +
+                    (why.empty() ? std::string() : " (llama.cpp: " + why + ")") + "; sequence cleared");
   }
   return Status::Ok();
 }

@@ -226,8 +226,12 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
   ASSERT_TRUE(saved.ok());
   ctx_->ClearSeq(0);
   ASSERT_TRUE(ctx_->Prefill(1, SomeTokens(*model_, 600, 19), 0, false).ok());
+  // The caller makes room and retries: llama.cpp's complaint is held, not printed.
+  ::testing::internal::CaptureStderr();
   const Status no_room = ctx_->RestoreState(0, *saved, StatePart::kAll);
+  const std::string printed = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(no_room.code(), StatusCode::kResourceExhausted) << no_room.ToString();
+  EXPECT_EQ(printed.find("available cells"), std::string::npos) << printed;
   EXPECT_EQ(ctx_->SeqLength(0), 0);
   ctx_->ClearSeq(1);
   EXPECT_TRUE(ctx_->RestoreState(0, *saved, StatePart::kAll).ok()) << "with room it loads";

@@ -13,7 +13,11 @@ namespace hearth::engine {
 
 class ScopedLogCapture {
  public:
-  ScopedLogCapture();
+  // kEcho: llama.cpp's errors and warnings still reach stderr. kHold: they do not, for a
+  // failure the caller handles and reports itself (a restore that finds no free cells is
+  // retried after the cache makes room; its first attempt is not a failure to log).
+  enum class Mode { kEcho, kHold };
+  explicit ScopedLogCapture(Mode mode = Mode::kEcho);
   ~ScopedLogCapture();
   ScopedLogCapture(const ScopedLogCapture&) = delete;
   ScopedLogCapture& operator=(const ScopedLogCapture&) = delete;
@@ -23,6 +27,7 @@ class ScopedLogCapture {
  private:
   std::string text_;
   std::string* previous_;
+  bool previous_hold_;
 };
 
 }  // namespace hearth::engine

@@ -18,9 +18,11 @@ namespace {
 
 int g_log_verbose = 0;
 thread_local std::string* g_log_capture = nullptr;  // see log_capture.h
+thread_local bool g_log_hold = false;                // ScopedLogCapture::Mode::kHold
 
 void LogToStderr(ggml_log_level level, const char* text, void* /*user*/) {
   if (g_log_capture != nullptr) g_log_capture->append(text);
+  if (g_log_hold && !g_log_verbose) return;
   if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN || g_log_verbose) {
     std::fputs(text, stderr);
   }
@@ -64,8 +66,14 @@ std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, const llama_model* mod
 
 }  // namespace
 
-ScopedLogCapture::ScopedLogCapture() : previous_(g_log_capture) { g_log_capture = &text_; }
-ScopedLogCapture::~ScopedLogCapture() { g_log_capture = previous_; }
+ScopedLogCapture::ScopedLogCapture(Mode mode) : previous_(g_log_capture), previous_hold_(g_log_hold) {
+  g_log_capture = &text_;
+  g_log_hold = mode == Mode::kHold;
+}
+ScopedLogCapture::~ScopedLogCapture() {
+  g_log_capture = previous_;
+  g_log_hold = previous_hold_;
+}
 
 void InitBackend(bool verbose) {
   static std::once_flag once;
