@@ -10,7 +10,7 @@
 //    after a warm-up and again, quiet, at the end;
 //  - the server is alive at the end and still answers.
 //
-// Usage: node scripts/soak.mjs HEARTH MODEL.gguf [--seconds 600] [--clients 32] [--seed N]
+// Usage: node scripts/soak.mjs HEARTH MODEL.gguf [--seconds 600] [--clients 32] [--seed N] [--sanitized]
 //          [--threads 1] [--json FILE]
 // Linux (/proc) and macOS (ps, lsof). Node's built-in modules only. Exits 1 on any failure.
 import { spawn, execFileSync } from 'node:child_process';
@@ -26,10 +26,11 @@ const opt = (name, dflt) => {
 };
 const [hearth, model] = argv;
 if (!hearth || !model) {
-  console.error('usage: node scripts/soak.mjs HEARTH MODEL.gguf [--seconds S] [--clients N] [--seed N] [--json FILE]');
+  console.error('usage: node scripts/soak.mjs HEARTH MODEL.gguf [--seconds S] [--clients N] [--seed N] [--json FILE] [--sanitized]');
   process.exit(2);
 }
 const seconds = Number(opt('--seconds', 600));
+const sanitized = argv.includes('--sanitized');
 const nClients = Number(opt('--clients', 32));
 const seed = Number(opt('--seed', Date.now() % 100000));
 const warmupSeconds = Math.min(60, Math.max(10, seconds / 10));
@@ -82,7 +83,11 @@ function memoryBoundMiB() {
   if (!needs.length) throw new Error('no "memory: ... needs ... of ... free" line in the start-up log');
   const scale = { B: 1 / 1048576, KiB: 1 / 1024, MiB: 1, GiB: 1024 };
   const context = needs.reduce((sum, m) => sum + Number(m[1]) * scale[m[2]], 0);
-  return { context, bound: (context + config.cacheRamMiB + 64) * 1.05 + 160 };
+  const bound = (context + config.cacheRamMiB + 64) * 1.05 + 160;
+  // Under AddressSanitizer (--sanitized: `make test-asan`) every allocation carries
+  // redzones and shadow memory, and freed memory waits in a 256 MiB quarantine: twice the
+  // bound plus the quarantine (seen: 1,165 MiB against a plain bound of 653).
+  return { context, bound: sanitized ? 2 * bound + 256 : bound };
 }
 const { context: contextMiB, bound: boundMiB } = memoryBoundMiB();
 
@@ -281,7 +286,7 @@ const reportEveryMs = Math.min(60_000, seconds * 100);
 
 // ---- the run
 log(`seed ${seed}, ${nClients} clients for ${seconds} s (warm-up ${warmupSeconds} s), pid ${pid}, port ${port}`);
-log(`memory bound ${boundMiB.toFixed(0)} MiB: context ${contextMiB.toFixed(1)} + --cache-ram ${config.cacheRamMiB} + disk queue 64, +5 %, + 160 overhead`);
+log(`memory bound ${boundMiB.toFixed(0)} MiB: context ${contextMiB.toFixed(1)} + --cache-ram ${config.cacheRamMiB} + disk queue 64, +5 %, + 160 overhead${sanitized ? "; x 2 + 256 under AddressSanitizer" : ""}`);
 const start = Date.now();
 const clients = Array.from({ length: nClients }, (_, i) => client(i));
 await sleep(warmupSeconds * 1000);
