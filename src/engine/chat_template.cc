@@ -46,7 +46,7 @@ ChatTemplate::ChatTemplate(std::unique_ptr<Impl> impl, std::string source)
 
 ChatTemplate::~ChatTemplate() = default;
 
-static_assert(COMMON_REASONING_FORMAT_DEEPSEEK == OutputFormat{}.reasoning_format,
+static_assert(COMMON_REASONING_FORMAT_DEEPSEEK == OutputFormat::kSplitReasoning,
               "OutputFormat's default reasoning format is llama.cpp's DEEPSEEK");
 
 StatusOr<RenderedPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,

@@ -58,7 +58,8 @@ struct OutputFormat {
   int format = 0;                 // llama.cpp's common_chat_format
   std::string parser;             // serialized PEG parser for this template and tool set
   std::string generation_prompt;  // text the template put after the last message
-  int reasoning_format = 3;       // llama.cpp's common_reasoning_format (3: DEEPSEEK)
+  static constexpr int kSplitReasoning = 3;      // llama.cpp's COMMON_REASONING_FORMAT_DEEPSEEK
+  int reasoning_format = kSplitReasoning;       // llama.cpp's common_reasoning_format
 };
 
 struct RenderedPrompt {
