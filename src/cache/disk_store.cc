@@ -175,7 +175,9 @@ void DiskStore::ForgetFailedWrites() {
     std::lock_guard<std::mutex> lock(mu_);
     failed.swap(failed_);
   }
-  for (const auto& [key, generation] : failed) {
+  for (const auto& write : failed) {
+    const uint64_t key = write.first;
+    const int64_t generation = write.second;
     auto it = std::find_if(files_.begin(), files_.end(),
                            [&](const auto& f) { return f.first == key && f.second.generation == generation; });
     if (it == files_.end()) continue;  // removed, or written again since
