@@ -27,17 +27,6 @@ using engine::Token;
 using testing::FileFault;
 using testing::StoreFault;
 
-::testing::AssertionResult Close(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.empty() || a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
-  float diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-    scale = std::max(scale, std::fabs(a[i]));
-  }
-  if (diff <= 1e-3f * (1 + scale)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "warm differs from cold: max |diff| " << diff;
-}
-
 std::vector<Token> Tokens(int n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<Token> d(100, 50000);
@@ -55,6 +44,11 @@ enum class Where { kDevice, kRam, kDisk };
 
 class FaultInjectionTest : public ::testing::Test {
  protected:
+  // Warm equals cold within the tolerance of the context's attention (test_env.h).
+  ::testing::AssertionResult Close(const std::vector<float>& a, const std::vector<float>& b) const {
+    return testing::LogitsClose(a, b, ctx_->flash_attn());
+  }
+
   static constexpr int kSystem = 64;  // the shared system prompt; a snapshot ends it
 
   void SetUp() override {
