@@ -305,7 +305,9 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
 void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why, bool cut_off) {
   if (!slot.shadow) return;
   Slot::Shadow& sh = *slot.shadow;
-  if (final_reply != nullptr && final_reply->content.starts_with(sh.target.basis_content) &&
+  // A cut-off reply may end before what the target was rendered from (the client read
+  // less than was generated): the drain closes what it read (FinalShadowTokens).
+  if (final_reply != nullptr && (cut_off || final_reply->content.starts_with(sh.target.basis_content)) &&
       final_reply->reasoning.starts_with(sh.target.basis_reasoning)) {
     DrainShadow(slot, *final_reply, cut_off);
   }

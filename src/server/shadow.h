@@ -93,10 +93,12 @@ struct ShadowTarget {
 
 // The next request's tokens up to where the next message's own content starts, once the
 // reply is complete as `reply`, continued from `target` without rendering again: the
-// content after the basis is tokenized in place with the closing text. nullopt when the
-// target cannot say (no splice known, tool calls, rendered reasoning changed) or the
-// rest of the content is something templates rework: trailing whitespace (trimmed) or
-// markup ('<'), or is not valid UTF-8 (the client gets U+FFFD instead).
+// content after the basis is tokenized in place with the closing text. A reply shorter
+// than the basis (cut off, its client read less than the target was rendered from) is
+// the basis cut there, closed the same way. nullopt when the target cannot say (no
+// splice known, tool calls, rendered reasoning changed) or the content is something
+// templates rework: trailing whitespace (trimmed), markup ('<') after the basis or cut
+// open, or not valid UTF-8 (the client gets U+FFFD instead).
 // Costs two tokenizations of the reply's content; the engine loop calls it when a reply
 // ends, so that the shadow also holds the reply's last word and the end of its turn.
 struct FinalShadow {

@@ -179,6 +179,35 @@ TEST_F(PlanShadowTest, AReplyInItsFirstWordCanBeClosedInPlace) {
   EXPECT_EQ(final_tokens->tokens, Final(request, reply));
 }
 
+// A client that cut the reply off may have read less than the target was rendered from
+// (generation runs ahead of delivery): the target is closed where the client stopped
+// reading, as the next request renders it, or not at all.
+TEST_F(PlanShadowTest, ACutOffReplyShorterThanTheTargetIsClosedWhereItsClientStopped) {
+  const auto request = Request(false);
+  const std::string written = "Use the <b>cache</b> here: states are kept at message ends and reused, wholly";
+  auto target = TargetWhileWriting(request, written);
+  ASSERT_TRUE(target.has_value());
+  ASSERT_TRUE(target->splice);
+  ASSERT_GT(target->basis_content.size(), 40u);
+  int closed = 0;
+  for (size_t n = 1; n < target->basis_content.size(); ++n) {
+    api::Completion read;
+    read.content = written.substr(0, n);
+    auto got = FinalShadowTokens(*target, read, Tokenize());
+    const bool cut_open = read.content.rfind('<') != std::string::npos &&
+                          read.content.find('>', read.content.rfind('<')) == std::string::npos;
+    const bool trimmed = std::isspace(static_cast<unsigned char>(read.content.back())) != 0;
+    if (cut_open || trimmed) {
+      EXPECT_FALSE(got.has_value()) << "\"" << read.content << "\"";
+      continue;
+    }
+    ASSERT_TRUE(got.has_value()) << "\"" << read.content << "\"";
+    EXPECT_EQ(got->tokens, Final(request, read)) << "\"" << read.content << "\"";
+    ++closed;
+  }
+  EXPECT_GT(closed, static_cast<int>(target->basis_content.size()) / 2);
+}
+
 // A target is continued in place only where nothing the template reworks is involved:
 // otherwise FinalShadowTokens says nothing, and never something wrong.
 TEST_F(PlanShadowTest, FinalTokensOnlyWhereTheTemplateCannotReworkTheRest) {
