@@ -35,7 +35,7 @@ constexpr size_t kMaxConversationsSummarized = 64;  // GET /v1/cache
 // Write-behind to the disk tier waits this long after the last decode: a client that
 // answers at once (an agent after a tool call) should not wait behind a state copy.
 constexpr auto kWriteBehindDelay = std::chrono::milliseconds(1000);
-constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill
+constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill (batch_planner.h)
 
 }  // namespace
 
@@ -208,12 +208,9 @@ void EngineLoop::FailInFlight(const Status& error) {
 // returns), retrying after each step. Only a batch of decode tokens alone can still fail.
 Status EngineLoop::DecodeMakingRoom() {
   Status s = ctx_->Decode(batch_);
+  // A failed decode leaves the memory as it was, and progress moves only after a decode
+  // succeeds: each retry plans again from what the sequences hold.
   while (s.code() == StatusCode::kResourceExhausted) {
-    // The failed decode left the memory as it was: prefill progress is what the
-    // sequences hold.
-    for (auto& slot : slots_) {
-      if (slot && slot->in_batch && !slot->pending) slot->n_prompt_done = static_cast<size_t>(ctx_->SeqLength(slot->seq));
-    }
     if (!DropOneShadow() && !cache_->EvictIdleDevice() && !RequeueYoungestPrefill() && !PauseYoungestGenerating()) {
       break;
     }
@@ -586,45 +583,35 @@ void EngineLoop::DropCancelled() {
   }
 }
 
-// One decode token for each generating slot, then prefill chunks in the budget left.
-// A prefill chunk ends at the next snapshot position, so the state there can be saved.
+// The slots as the batch planner sees them, then the plan laid out as the batch. Progress
+// moves only once the decode succeeded (AdvanceProgress): a failed one changes nothing.
 void EngineLoop::BuildBatch() {
-  batch_.Clear();
-  int budget = config_.context.n_batch;
-  for (auto& slot : slots_) {
-    if (!slot) continue;
-    slot->in_batch = false;
-    slot->logits_index.reset();
-    if (!slot->pending) continue;
-    slot->in_batch = true;
-    slot->logits_index = batch_.Add(*slot->pending, ctx_->SeqLength(slot->seq), slot->seq, true);
-    --budget;
-  }
-  // Background work waits while a request prefills: it would lengthen that request's
-  // decodes and put its snapshots before that request's first token.
-  const bool foreground_prefilling = ForegroundPrefilling();
-  for (auto& slot : slots_) {
-    if (!slot || !slot->prefilling() || budget <= 0) continue;
-    if (slot->task.background && foreground_prefilling) continue;
-    const auto& prompt = slot->task.prompt;
-    // Background chunks stay small: a request arriving meanwhile waits at most for one.
-    const int room = slot->task.background ? std::min(budget, kBackgroundChunk) : budget;
-    size_t end = std::min(prompt.size(), slot->n_prompt_done + static_cast<size_t>(room));
+  const std::vector<ShadowCandidate> shadows = PollShadows();
+  std::vector<BatchCandidate> candidates;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot* slot = slots_[i].get();
+    if (slot == nullptr) continue;
+    BatchCandidate c{.slot = i, .seq = slot->seq, .n_past = ctx_->SeqLength(slot->seq), .pending = slot->pending,
+                     .prompt = slot->task.prompt, .n_prompt_done = slot->n_prompt_done,
+                     .background = slot->task.background};
     const auto& snaps = slot->task.snapshot_positions;
-    if (slot->next_snapshot < snaps.size()) end = std::min(end, static_cast<size_t>(snaps[slot->next_snapshot]));
-    const engine::Pos pos0 = ctx_->SeqLength(slot->seq);
-    const bool sample_after = !slot->task.background;
-    for (size_t j = slot->n_prompt_done; j < end; ++j) {
-      const bool last = j + 1 == prompt.size() && sample_after;
-      const int idx = batch_.Add(prompt[j], pos0 + static_cast<engine::Pos>(j - slot->n_prompt_done), slot->seq, last);
-      if (last) slot->logits_index = idx;
-    }
-    slot->in_batch = end > slot->n_prompt_done;
-    budget -= static_cast<int>(end - slot->n_prompt_done);
-    slot->n_prompt_done = end;
+    if (slot->next_snapshot < snaps.size()) c.next_snapshot = static_cast<size_t>(snaps[slot->next_snapshot]);
+    candidates.push_back(c);
   }
-  for (auto& slot : slots_) {
-    if (slot && slot->shadow) AddShadowTokens(*slot, budget);
+  plan_ = PlanBatch(candidates, shadows, {.n_batch = config_.context.n_batch, .background_chunk = kBackgroundChunk});
+  batch_.Clear();
+  for (const PlannedToken& t : plan_.tokens) batch_.Add(t.token, t.pos, t.seq, t.logits);
+  for (const SlotPlan& sp : plan_.slots) {
+    slots_[sp.slot]->in_batch = sp.in_batch;
+    slots_[sp.slot]->logits_index = sp.logits_index;
+  }
+  for (size_t k = 0; k < shadows.size(); ++k) slots_[shadows[k].slot]->shadow->n_in_batch = plan_.shadow_tokens[k];
+}
+
+// The decode of plan_ succeeded: the prompt tokens it carried are in the sequences now.
+void EngineLoop::AdvanceProgress() {
+  for (const SlotPlan& sp : plan_.slots) {
+    if (slots_[sp.slot]) slots_[sp.slot]->n_prompt_done = sp.n_prompt_done_after;
   }
 }
 
@@ -650,6 +637,7 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
 }
 
 void EngineLoop::CommitStep() {
+  AdvanceProgress();
   int64_t shadow_fed = 0;
   for (auto& slot : slots_) {
     if (!slot || !slot->shadow || slot->shadow->n_in_batch == 0) continue;

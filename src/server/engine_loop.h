@@ -23,6 +23,8 @@
 //     only when the final reply still begins with what that target was rendered from.
 //  6. A request paused for KV room (paused_) holds no sequence: its tokens are in the
 //     cache; it resumes, before any queued task is admitted, once no other request runs.
+//  7. A slot's prefill progress (n_prompt_done) moves only after the decode that carried
+//     it succeeded (the batch is planned by batch_planner.h, which changes nothing).
 #pragma once
 
 #include <algorithm>
@@ -43,6 +45,7 @@
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/model.h"
+#include "server/batch_planner.h"
 #include "server/request_stream.h"
 #include "server/slot.h"
 #include "server/task.h"
@@ -167,7 +170,7 @@ class EngineLoop {
   void PostShadowProgress(Slot& slot);
   int UnfedShadowTokens(Slot& slot);
   bool ReseedShadow(Slot& slot);
-  void AddShadowTokens(Slot& slot, int& budget);
+  std::vector<ShadowCandidate> PollShadows();
   void KeepShadowStateAtMessageEnd(Slot& slot);
   void DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off);
   void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool cut_off = false);
@@ -175,6 +178,7 @@ class EngineLoop {
   void PreemptBackground(bool force = false);
   bool EndOneBackground();  // false when none runs
   void BuildBatch();
+  void AdvanceProgress();
   Status DecodeMakingRoom();
   bool RequeueYoungestPrefill();
   bool PauseYoungestGenerating();
@@ -207,6 +211,7 @@ class EngineLoop {
   ProgressCallback on_progress_;
   std::vector<std::unique_ptr<Slot>> slots_;  // null when free
   std::deque<std::unique_ptr<Slot>> paused_;  // oldest first; their sequences are in the cache
+  BatchPlan plan_;      // what batch_ holds, per slot (batch_planner.h)
   engine::Batch batch_;
   std::chrono::steady_clock::time_point summary_refreshed_;  // when cache_summary_ was last built
   std::chrono::steady_clock::time_point last_busy_;          // the last step that decoded

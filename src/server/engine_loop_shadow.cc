@@ -19,8 +19,6 @@ std::vector<engine::Token> ShadowHolds(const Slot& slot) {
   return tokens;
 }
 
-constexpr int kShadowChunk = 8;  // tokens per step for a shadow, next to a decode token
-
 }  // namespace
 
 // Lends the slot's shadow a sequence holding exactly prompt[0, fork): a fork of the
@@ -173,37 +171,25 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   return false;
 }
 
-// Puts the newest target's next kShadowChunk tokens in the batch (more when far behind),
-// none while fewer are waiting.
-void EngineLoop::AddShadowTokens(Slot& slot, int& budget) {
-  Slot::Shadow& sh = *slot.shadow;
-  sh.n_in_batch = 0;
-  const int unfed = UnfedShadowTokens(slot);
-  if (unfed < 0) {
-    EndShadow(slot, nullptr, "the reply re-renders differently now");
-    return;
+// Takes each shadow's newest target; a shadow whose target leaves what it holds, and
+// that cannot start over, ends. Returns the rest as the batch planner sees them.
+std::vector<ShadowCandidate> EngineLoop::PollShadows() {
+  std::vector<ShadowCandidate> shadows;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot* slot = slots_[i].get();
+    if (slot == nullptr || !slot->shadow) continue;
+    slot->shadow->n_in_batch = 0;
+    const int unfed = UnfedShadowTokens(*slot);
+    if (unfed < 0) {
+      EndShadow(*slot, nullptr, "the reply re-renders differently now");
+      continue;
+    }
+    const Slot::Shadow& sh = *slot->shadow;
+    shadows.push_back({.slot = i, .seq = sh.seq, .target = sh.target.tokens,
+                       .n_held = static_cast<size_t>(sh.fork) + sh.fed.size(), .unfed = unfed,
+                       .message_ends = sh.target.message_ends});
   }
-  // Only whole chunks: on a CPU a batch's tokens cost nearly their full compute each,
-  // and a few at a time far more per token than eight (small model, one thread: 1 decode
-  // token 65 ms, +1 token 38 ms, +7 tokens 113 ms). What is left when the reply ends is
-  // fed then (DrainShadow), in one decode.
-  if (unfed < kShadowChunk) return;
-  // Further behind (a re-rendered tool loop), bigger chunks: the work must be done before
-  // the next turn anyway, and next to a decode token it costs little on a GPU.
-  const int chunk = unfed > 256 ? 4 * kShadowChunk : unfed > 64 ? 2 * kShadowChunk : kShadowChunk;
-  size_t n = static_cast<size_t>(std::min({unfed, chunk, std::max(budget, 0)}));
-  const size_t at = static_cast<size_t>(sh.fork) + sh.fed.size();
-  // Up to the next message end, where the shadow keeps a state (CommitStep).
-  const auto& ends = sh.target.message_ends;
-  if (auto next = std::upper_bound(ends.begin(), ends.end(), static_cast<int32_t>(at));
-      next != ends.end() && static_cast<size_t>(*next) < at + n) {
-    n = static_cast<size_t>(*next) - at;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    batch_.Add(sh.target.tokens[at + i], static_cast<engine::Pos>(at + i), sh.seq, false);
-  }
-  sh.n_in_batch = n;
-  budget -= static_cast<int>(n);
+  return shadows;
 }
 
 // The shadow holds the target up to the end of one of its messages: keeps the state

@@ -1,0 +1,145 @@
+#include "server/batch_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace hearth::server {
+namespace {
+
+std::vector<engine::Token> Iota(size_t n, engine::Token first = 100) {
+  std::vector<engine::Token> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+BatchCandidate Generating(size_t slot, engine::SeqId seq, engine::Pos n_past, engine::Token pending,
+                          const std::vector<engine::Token>& prompt) {
+  return {.slot = slot, .seq = seq, .n_past = n_past, .pending = pending, .prompt = prompt,
+          .n_prompt_done = prompt.size()};
+}
+
+BatchCandidate Prefilling(size_t slot, engine::SeqId seq, const std::vector<engine::Token>& prompt, size_t done,
+                          std::optional<size_t> next_snapshot = std::nullopt, bool background = false) {
+  return {.slot = slot, .seq = seq, .n_past = static_cast<engine::Pos>(done), .prompt = prompt, .n_prompt_done = done,
+          .next_snapshot = next_snapshot, .background = background};
+}
+
+TEST(BatchPlannerTest, DecodeTokensComeFirstWithLogitsThenPrefill) {
+  const auto a = Iota(10), b = Iota(20, 500);
+  const std::vector<BatchCandidate> c = {Prefilling(0, 3, b, 4), Generating(1, 5, 12, 77, a)};
+  const BatchPlan plan = PlanBatch(c, {}, {.n_batch = 64});
+  ASSERT_EQ(plan.tokens.size(), 1u + 16u);
+  EXPECT_EQ(plan.tokens[0].token, 77);
+  EXPECT_EQ(plan.tokens[0].pos, 12);
+  EXPECT_EQ(plan.tokens[0].seq, 5);
+  EXPECT_TRUE(plan.tokens[0].logits);
+  EXPECT_EQ(plan.slots[1].logits_index, 0);
+  EXPECT_TRUE(plan.slots[1].in_batch);
+  for (size_t i = 1; i < plan.tokens.size(); ++i) {
+    EXPECT_EQ(plan.tokens[i].token, b[3 + i]);
+    EXPECT_EQ(plan.tokens[i].pos, static_cast<engine::Pos>(3 + i));
+    EXPECT_EQ(plan.tokens[i].seq, 3);
+    EXPECT_EQ(plan.tokens[i].logits, i + 1 == plan.tokens.size());  // the prompt's last token samples
+  }
+  EXPECT_EQ(plan.slots[0].logits_index, 16);
+  EXPECT_EQ(plan.slots[0].n_prompt_done_after, 20u);
+}
+
+TEST(BatchPlannerTest, PrefillStopsAtTheNextSnapshotWithoutLogits) {
+  const auto p = Iota(100);
+  const std::vector<BatchCandidate> c = {Prefilling(0, 0, p, 10, 40)};
+  const BatchPlan plan = PlanBatch(c, {}, {.n_batch = 512});
+  ASSERT_EQ(plan.tokens.size(), 30u);
+  EXPECT_EQ(plan.tokens.front().pos, 10);
+  EXPECT_EQ(plan.tokens.back().pos, 39);
+  for (const auto& t : plan.tokens) EXPECT_FALSE(t.logits);
+  EXPECT_FALSE(plan.slots[0].logits_index.has_value());
+  EXPECT_EQ(plan.slots[0].n_prompt_done_after, 40u);
+}
+
+TEST(BatchPlannerTest, PrefillSharesWhatDecodeTokensLeaveOfTheBudget) {
+  const auto g = Iota(5), p1 = Iota(50), p2 = Iota(50, 900);
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 5, 1, g), Prefilling(1, 1, p1, 0), Prefilling(2, 2, p2, 0)};
+  const BatchPlan plan = PlanBatch(c, {}, {.n_batch = 32});
+  ASSERT_EQ(plan.tokens.size(), 32u);
+  EXPECT_EQ(plan.slots[1].n_prompt_done_after, 31u);
+  EXPECT_TRUE(plan.slots[1].in_batch);
+  // Nothing is left for the third slot: it stays where it was and is not in the batch.
+  EXPECT_EQ(plan.slots[2].n_prompt_done_after, 0u);
+  EXPECT_FALSE(plan.slots[2].in_batch);
+}
+
+TEST(BatchPlannerTest, BackgroundWaitsWhileARequestPrefills) {
+  const auto req = Iota(8), bg = Iota(200, 300);
+  const std::vector<BatchCandidate> c = {Prefilling(0, 0, bg, 0, std::nullopt, true), Prefilling(1, 1, req, 0)};
+  const BatchPlan plan = PlanBatch(c, {}, {.n_batch = 512});
+  EXPECT_FALSE(plan.slots[0].in_batch);
+  EXPECT_EQ(plan.slots[0].n_prompt_done_after, 0u);
+  EXPECT_EQ(plan.tokens.size(), 8u);
+}
+
+TEST(BatchPlannerTest, BackgroundChunksAreSmallAndNeverSample) {
+  const auto g = Iota(4), bg = Iota(200, 300);
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 4, 9, g), Prefilling(1, 1, bg, 180, std::nullopt, true)};
+  const BatchPlan plan = PlanBatch(c, {}, {.n_batch = 512, .background_chunk = 32});
+  ASSERT_EQ(plan.tokens.size(), 1u + 20u);  // the prompt's last 20 tokens, under the chunk
+  for (size_t i = 1; i < plan.tokens.size(); ++i) EXPECT_FALSE(plan.tokens[i].logits);
+  EXPECT_FALSE(plan.slots[1].logits_index.has_value());
+  EXPECT_EQ(plan.slots[1].n_prompt_done_after, 200u);
+
+  const std::vector<BatchCandidate> c2 = {Prefilling(0, 1, bg, 0, std::nullopt, true)};
+  EXPECT_EQ(PlanBatch(c2, {}, {.n_batch = 512, .background_chunk = 32}).tokens.size(), 32u);
+}
+
+TEST(BatchPlannerTest, ShadowWaitsForAWholeChunkAndGrowsWhenFarBehind) {
+  const auto target = Iota(600);
+  auto shadow = [&](int unfed) {
+    return ShadowCandidate{.slot = 0, .seq = 7, .target = target, .n_held = 10, .unfed = unfed};
+  };
+  auto planned = [&](int unfed) {
+    const std::vector<ShadowCandidate> s = {shadow(unfed)};
+    return PlanBatch({}, s, {.n_batch = 512, .shadow_chunk = 8}).shadow_tokens.at(0);
+  };
+  EXPECT_EQ(planned(7), 0u);
+  EXPECT_EQ(planned(8), 8u);
+  EXPECT_EQ(planned(64), 8u);
+  EXPECT_EQ(planned(65), 16u);
+  EXPECT_EQ(planned(257), 32u);
+  const std::vector<ShadowCandidate> s = {shadow(20)};
+  const BatchPlan plan = PlanBatch({}, s, {.n_batch = 512, .shadow_chunk = 8});
+  ASSERT_EQ(plan.tokens.size(), 8u);
+  EXPECT_EQ(plan.tokens[0].token, target[10]);
+  EXPECT_EQ(plan.tokens[0].pos, 10);
+  EXPECT_EQ(plan.tokens[0].seq, 7);
+  EXPECT_FALSE(plan.tokens[0].logits);
+}
+
+TEST(BatchPlannerTest, ShadowChunkEndsAtTheNextMessageEndAndWithinTheBudget) {
+  const auto target = Iota(100);
+  const std::vector<int32_t> ends = {5, 13, 40};
+  const std::vector<ShadowCandidate> s = {{.slot = 0, .seq = 1, .target = target, .n_held = 10, .unfed = 30,
+                                           .message_ends = ends}};
+  EXPECT_EQ(PlanBatch({}, s, {.n_batch = 512}).shadow_tokens[0], 3u);  // to 13
+  const auto g = Iota(3);
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g), Generating(1, 2, 3, 1, g)};
+  const std::vector<ShadowCandidate> s2 = {{.slot = 0, .seq = 1, .target = target, .n_held = 20, .unfed = 30}};
+  const BatchPlan plan = PlanBatch(c, s2, {.n_batch = 6});
+  EXPECT_EQ(plan.shadow_tokens[0], 4u);
+  EXPECT_EQ(plan.tokens.size(), 6u);
+}
+
+TEST(BatchPlannerTest, IdleSlotsPlanNothing) {
+  const auto p = Iota(4);
+  BatchCandidate done = Prefilling(0, 0, p, 4);  // prompt in, first token not sampled yet
+  const std::vector<BatchCandidate> c = {done};
+  const BatchPlan plan = PlanBatch(c, {}, {});
+  EXPECT_TRUE(plan.tokens.empty());
+  ASSERT_EQ(plan.slots.size(), 1u);
+  EXPECT_FALSE(plan.slots[0].in_batch);
+  EXPECT_EQ(plan.slots[0].n_prompt_done_after, 4u);
+}
+
+}  // namespace
+}  // namespace hearth::server
