@@ -235,9 +235,8 @@ bool EngineLoop::RequeueYoungestPrefill() {
   EndShadow(*youngest, nullptr, "request requeued");
   Queued q{std::move(youngest->task), youngest->stream, youngest->resume};
   q.first_resume->n_reused = youngest->n_cached;
-  const engine::SeqId seq = youngest->seq;
-  const auto done = static_cast<size_t>(ctx_->SeqLength(seq));
-  cache_->Adopt(q.task.cache_namespace, seq, std::span(q.task.prompt).subspan(0, done));
+  const auto done = static_cast<size_t>(ctx_->SeqLength(youngest->lease.seq()));
+  youngest->lease.Adopt(q.task.cache_namespace, std::span(q.task.prompt).subspan(0, done));
   for (auto& s : slots_) {
     if (s.get() == youngest) s.reset();
   }
@@ -265,9 +264,8 @@ bool EngineLoop::PauseYoungestGenerating() {
   EndShadow(*youngest, nullptr, "its request paused");
   std::vector<engine::Token> decoded = youngest->task.prompt;
   decoded.insert(decoded.end(), youngest->generated.begin(), youngest->generated.end());
-  decoded.resize(static_cast<size_t>(ctx_->SeqLength(youngest->seq)));  // the pending token is not in yet
-  cache_->Adopt(youngest->task.cache_namespace, youngest->seq, decoded);
-  youngest->seq = -1;  // the cache's now
+  decoded.resize(static_cast<size_t>(ctx_->SeqLength(youngest->lease.seq())));  // the pending token is not in yet
+  youngest->lease.Adopt(youngest->task.cache_namespace, decoded);  // the cache's now
   youngest->in_batch = false;
   youngest->logits_index.reset();
   for (auto& s : slots_) {
@@ -303,7 +301,7 @@ void EngineLoop::ResumePaused() {
     return;
   }
   paused_.pop_front();
-  slot->seq = lease->seq;
+  slot->lease = cache::SequenceLease(*cache_, lease->seq);
   *free_slot = std::move(slot);
   if (lease->report.n_reused != n) {
     FailSlot(**free_slot, ResourceExhausted("the requests running together outgrew the KV cache (--ctx-size " +
@@ -400,29 +398,35 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   const auto& prompt = q.task.prompt;
   int32_t max_reuse = config_.prefix_cache ? static_cast<int32_t>(prompt.size()) - 1 : 0;
   if (q.task.max_resume >= 0) max_reuse = std::min(max_reuse, q.task.max_resume);
-  constexpr auto kInternal = cache::PrefixCache::Lookup::kInternal;
-  auto lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse, kInternal);
+  cache::SequenceLease lease;
+  cache::ResumeReport report;
+  auto acquire = [&] {
+    auto lent = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse, cache::PrefixCache::Lookup::kInternal);
+    if (lent) {
+      lease = cache::SequenceLease(*cache_, lent->seq);
+      report = lent->report;
+    }
+  };
+  acquire();
   // Shadows are the first to give their sequence up.
-  while (!lease && !q.task.background && DropOneShadow()) {
-    lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse, kInternal);
-  }
+  while (!lease && !q.task.background && DropOneShadow()) acquire();
   // A restore that found no free KV cells (idle cached sequences gave theirs already)
   // gets them from shadows, then from background work (which keeps what it prefilled).
-  while (lease && lease->report.no_room && !q.task.background && (DropOneShadow() || EndOneBackground())) {
-    cache_->Release(lease->seq);
-    lease = cache_->Acquire(q.task.cache_namespace, prompt, max_reuse, kInternal);
+  while (lease && report.no_room && !q.task.background && (DropOneShadow() || EndOneBackground())) {
+    lease.Release();
+    acquire();
   }
-  if (lease) cache_->CountRequestLookup(lease->report);
   if (!lease) {
     std::lock_guard<std::mutex> lock(mu_);
     (q.task.background ? background_queue_ : queue_).push_front(std::move(q));
     return false;
   }
+  cache_->CountRequestLookup(report);
   auto slot = std::make_unique<Slot>();
-  slot->seq = lease->seq;
-  slot->resume = lease->report;
-  slot->n_prompt_done = static_cast<size_t>(lease->report.n_reused);
-  slot->n_cached = lease->report.n_reused;
+  slot->lease = std::move(lease);
+  slot->resume = report;
+  slot->n_prompt_done = static_cast<size_t>(report.n_reused);
+  slot->n_cached = report.n_reused;
   if (q.first_resume) {  // what it prefilled itself before it was put back is not reuse
     slot->resume = *q.first_resume;
     slot->n_cached = std::min(slot->n_cached, q.first_resume->n_reused);
@@ -591,7 +595,7 @@ void EngineLoop::BuildBatch() {
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot* slot = slots_[i].get();
     if (slot == nullptr) continue;
-    BatchCandidate c{.slot = i, .seq = slot->seq, .n_past = ctx_->SeqLength(slot->seq), .pending = slot->pending,
+    BatchCandidate c{.slot = i, .seq = slot->lease.seq(), .n_past = ctx_->SeqLength(slot->lease.seq()), .pending = slot->pending,
                      .prompt = slot->task.prompt, .n_prompt_done = slot->n_prompt_done,
                      .background = slot->task.background};
     const auto& snaps = slot->task.snapshot_positions;
@@ -625,7 +629,7 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
     if (at == slot.n_prompt_done && config_.prefix_cache) {
       if (!slot.task.background && at == slot.task.prompt.size() && !first_token_out) return;
-      cache_->SnapshotPartial(slot.task.cache_namespace, slot.seq, std::span(slot.task.prompt).subspan(0, at));
+      cache_->SnapshotPartial(slot.task.cache_namespace, slot.lease.seq(), std::span(slot.task.prompt).subspan(0, at));
       if (static_cast<int32_t>(at) == ShadowFork(slot.task)) slot.shadow_due = true;
     }
     ++slot.next_snapshot;
@@ -711,7 +715,7 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
   if (r.stopped) {
     Finish(slot, api::FinishReason::kStopSequence, r.matched);
   } else if (static_cast<int>(slot.generated.size()) >= slot.task.max_tokens ||
-             ctx_->SeqLength(slot.seq) + 1 >= config_.SeqPositions()) {
+             ctx_->SeqLength(slot.lease.seq()) + 1 >= config_.SeqPositions()) {
     Finish(slot, api::FinishReason::kLength);
   } else {
     slot.pending = token;
@@ -853,20 +857,19 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
 // Gives the slot's sequence back to the cache: with everything it computed (prompt and
 // decoded tokens, also when cancelled half way), or empty after a failure.
 void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
-  const engine::SeqId seq = slot.seq;
   wait_for_room_ = false;  // its cells, or the cache's hold on them, can be had now
-  if (seq < 0) {
+  if (!slot.lease) {
     // Paused: its sequence went to the cache already.
   } else if (keep_in_cache && config_.prefix_cache) {
     std::vector<engine::Token> history = slot.task.prompt;
     history.insert(history.end(), slot.generated.begin(), slot.generated.end());
-    history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(seq))));
+    history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(slot.lease.seq()))));
     // A request's reply starts where its shadow forks (warm-ahead renders the same).
     const int32_t reply_start = slot.task.background ? 0 : std::max(0, ShadowFork(slot.task));
-    cache_->Adopt(slot.task.cache_namespace, seq, history, reply_start);
+    slot.lease.Adopt(slot.task.cache_namespace, history, reply_start);
     HoldNewest(slot, history);
   } else {
-    cache_->Release(seq);
+    slot.lease.Release();
   }
   for (auto& s : slots_) {
     if (s.get() == &slot) s.reset();  // destroys `slot`

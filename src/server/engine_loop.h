@@ -23,8 +23,9 @@
 //     only when the final reply still begins with what that target was rendered from.
 //  6. A request paused for KV room (paused_) holds no sequence: its tokens are in the
 //     cache; it resumes, before any queued task is admitted, once no other request runs.
-//  7. A slot's prefill progress (n_prompt_done) moves only after the decode that carried
-//     it succeeded (the batch is planned by batch_planner.h, which changes nothing).
+//  7. Every sequence a slot or shadow holds is a cache::SequenceLease, so it returns to
+//     the cache on every path; a slot's prefill progress (n_prompt_done) moves only after
+//     the decode that carried it succeeded (batch_planner.h plans, changing nothing).
 #pragma once
 
 #include <algorithm>

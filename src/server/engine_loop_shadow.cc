@@ -29,18 +29,16 @@ std::vector<engine::Token> ShadowHolds(const Slot& slot) {
 void EngineLoop::StartShadow(Slot& slot) {
   if (slot.shadow || !slot.parser || !on_progress_ || !config_.shadow_prefill) return;
   const int32_t fork = ShadowFork(slot.task);
-  const bool at_fork = ctx_->SeqLength(slot.seq) == fork;
-  std::optional<int32_t> seq = at_fork ? cache_->Fork(slot.seq) : cache_->Lend();
+  const bool at_fork = ctx_->SeqLength(slot.lease.seq()) == fork;
+  std::optional<int32_t> seq = at_fork ? cache_->Fork(slot.lease.seq()) : cache_->Lend();
   if (!seq) return;
+  cache::SequenceLease lease(*cache_, *seq);
   if (!at_fork) {
     const auto prefix = std::span(slot.task.prompt).subspan(0, static_cast<size_t>(fork));
-    if (!cache_->Reseed(slot.task.cache_namespace, prefix, *seq, slot.seq).ok()) {
-      cache_->Release(*seq);
-      return;
-    }
+    if (!cache_->Reseed(slot.task.cache_namespace, prefix, lease.seq(), slot.lease.seq()).ok()) return;
   }
   Slot::Shadow sh;
-  sh.seq = *seq;
+  sh.lease = std::move(lease);
   sh.fork = fork;
   sh.mailbox = std::make_shared<ShadowMailbox>();
   slot.shadow = std::move(sh);
@@ -130,26 +128,22 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
     if (static_cast<size_t>(*it) > agree) continue;
     std::optional<int32_t> seq = cache_->Lend();
     if (!seq) break;
-    if (cache_->Reseed(ns, std::span(t).subspan(0, static_cast<size_t>(*it)), *seq, sh.seq).ok()) {
-      cache_->Release(sh.seq);
-      sh.seq = *seq;
+    cache::SequenceLease lease(*cache_, *seq);  // given back unless the reseed works
+    if (cache_->Reseed(ns, std::span(t).subspan(0, static_cast<size_t>(*it)), lease.seq(), sh.lease.seq()).ok()) {
+      sh.lease = std::move(lease);  // the old sequence goes back first
       sh.fork = 0;
       sh.fed.assign(t.begin(), t.begin() + *it);
       return true;
     }
-    cache_->Release(*seq);
   }
   // The cache may hold more of the target: an earlier shadow of this conversation that
   // rendered the same thing (an agent's tool loop, re-rendered as it will be once a user
   // message follows, grows by a call and a result per turn, and each turn's shadow
   // renders it again).
-  cache_->Release(sh.seq);
+  sh.lease.Release();
   auto lease = cache_->Acquire(ns, t, static_cast<int32_t>(t.size()), cache::PrefixCache::Lookup::kInternal);
-  if (!lease) {
-    sh.seq = -1;
-    return false;
-  }
-  sh.seq = lease->seq;
+  if (!lease) return false;  // the shadow holds no sequence now: it ends
+  sh.lease = cache::SequenceLease(*cache_, lease->seq);
   if (lease->report.n_reused > boundary) {
     sh.fork = 0;
     sh.fed.assign(t.begin(), t.begin() + lease->report.n_reused);
@@ -162,7 +156,7 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
     if (*it > static_cast<int32_t>(diverged) || *it <= 0) continue;
     const auto at = static_cast<size_t>(*it);
-    if (cache_->Reseed(ns, std::span(prompt).subspan(0, at), sh.seq, slot.seq).ok()) {
+    if (cache_->Reseed(ns, std::span(prompt).subspan(0, at), sh.lease.seq(), slot.lease.seq()).ok()) {
       sh.fork = *it;
       sh.fed.clear();
       return true;
@@ -185,7 +179,7 @@ std::vector<ShadowCandidate> EngineLoop::PollShadows() {
       continue;
     }
     const Slot::Shadow& sh = *slot->shadow;
-    shadows.push_back({.slot = i, .seq = sh.seq, .target = sh.target.tokens,
+    shadows.push_back({.slot = i, .seq = sh.lease.seq(), .target = sh.target.tokens,
                        .n_held = static_cast<size_t>(sh.fork) + sh.fed.size(), .unfed = unfed,
                        .message_ends = sh.target.message_ends});
   }
@@ -199,7 +193,7 @@ void EngineLoop::KeepShadowStateAtMessageEnd(Slot& slot) {
   const size_t held = static_cast<size_t>(sh.fork) + sh.fed.size();
   const auto& ends = sh.target.message_ends;
   if (!std::binary_search(ends.begin(), ends.end(), static_cast<int32_t>(held))) return;
-  cache_->SnapshotPartial(slot.task.cache_namespace, sh.seq, ShadowHolds(slot));
+  cache_->SnapshotPartial(slot.task.cache_namespace, sh.lease.seq(), ShadowHolds(slot));
 }
 
 // The reply ended as `final_reply`: feeds the shadow what its newest target still holds,
@@ -267,7 +261,7 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
     }
     decoded = true;
     engine::Batch b;
-    for (size_t i = at; i < stop; ++i) b.Add(sh.target.tokens[i], static_cast<engine::Pos>(i), sh.seq, false);
+    for (size_t i = at; i < stop; ++i) b.Add(sh.target.tokens[i], static_cast<engine::Pos>(i), sh.lease.seq(), false);
     if (!ctx_->Decode(b).ok()) return;  // out of room: memory unchanged, keep what was fed
     const auto from = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(at);
     const auto to = sh.target.tokens.begin() + static_cast<std::ptrdiff_t>(stop);
@@ -281,7 +275,7 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
       stats_.shadow_tokens += static_cast<int64_t>(stop - at);
     }
     if (last) return;  // the shadow's own end: kept as a device state with it
-    cache_->SnapshotPartial(ns, sh.seq, held);
+    cache_->SnapshotPartial(ns, sh.lease.seq(), held);
   }
 }
 
@@ -299,13 +293,13 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
   }
   const bool agrees = final_reply != nullptr && final_reply->content.starts_with(sh.fed_content) &&
                       final_reply->reasoning.starts_with(sh.fed_reasoning);
-  const bool keep = agrees && !sh.fed.empty() && sh.seq >= 0;
+  const bool keep = agrees && !sh.fed.empty() && sh.lease.held();
   if (keep) {
     const std::vector<engine::Token> held = ShadowHolds(slot);
-    cache_->Adopt(slot.task.cache_namespace, sh.seq, held);
+    sh.lease.Adopt(slot.task.cache_namespace, held);
     HoldNewest(slot, held);  // the next turn resumes from the re-rendered reply
-  } else if (sh.seq >= 0) {
-    cache_->Release(sh.seq);
+  } else {
+    sh.lease.Release();
   }
   // A shadow that was never fed (nothing to re-render yet) is neither kept nor dropped.
   if (!sh.fed.empty()) {

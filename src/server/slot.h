@@ -12,6 +12,7 @@
 
 #include "api/types.h"
 #include "cache/prefix_cache.h"
+#include "cache/sequence_lease.h"
 #include "engine/chat_template.h"
 #include "engine/detokenizer.h"
 #include "engine/sampler.h"
@@ -23,7 +24,7 @@
 namespace hearth::server {
 
 struct Slot {
-  engine::SeqId seq = 0;             // -1 while paused: its sequence is the cache's
+  cache::SequenceLease lease;        // holds nothing while paused: its sequence is the cache's
   GenerationTask task;
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<engine::Sampler> sampler;
@@ -46,7 +47,7 @@ struct Slot {
   // Shadow prefill (shadow.h): a forked sequence fed the reply as the next request will
   // carry it. Holds prompt[0, fork) + fed.
   struct Shadow {
-    engine::SeqId seq = 0;              // -1 once a start-over found no sequence
+    cache::SequenceLease lease;         // holds nothing once a start-over found no sequence
     int32_t fork = 0;                   // 0 after a start-over from a state the cache held
     std::vector<engine::Token> fed;     // after the fork
     size_t n_in_batch = 0;              // of the next target tokens, in the batch being decoded
