@@ -30,7 +30,6 @@ api::Delta ToApiDelta(const engine::ParsedDelta& d) {
 
 bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empty() && d.tool_calls.empty(); }
 
-constexpr size_t kMaxBackgroundQueued = 4;
 constexpr size_t kMaxConversationsSummarized = 64;  // GET /v1/cache
 // Write-behind to the disk tier waits this long after the last decode: a client that
 // answers at once (an agent after a tool call) should not wait behind a state copy.
@@ -46,7 +45,7 @@ std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_n
   return cache_dir + "/states-" + hex;
 }
 
-EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) : model_(model), config_(std::move(config)) {
+EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) : model_(model), config_(std::move(config)), tasks_(config_.max_queued) {
   slots_.resize(static_cast<size_t>(config_.n_parallel));
 }
 
@@ -92,11 +91,7 @@ Status EngineLoop::Start() {
 }
 
 void EngineLoop::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  tasks_.Stop();
   if (!thread_.joinable()) return;
   thread_.join();
   // The loop is gone; this thread owns the cache now. What the disk tier lacks goes
@@ -111,31 +106,18 @@ void EngineLoop::Stop() {
 StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task) {
   auto stream = std::make_shared<RequestStream>();
   if (task.received == Clock::time_point{}) task.received = Clock::now();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Unavailable("the server is shutting down");
-    if (task.background) {
-      if (background_queue_.size() >= kMaxBackgroundQueued) {
-        background_queue_.front().stream->PushDone({});  // dropped unrun: the oldest is the stalest
-        background_queue_.pop_front();
-      }
-      background_queue_.push_back({std::move(task), stream});
-    } else {
-      if (static_cast<int>(queue_.size()) >= config_.max_queued) {
-        return ResourceExhausted("the server is busy: " + std::to_string(queue_.size()) +
-                                 " requests are already waiting; retry later");
-      }
-      queue_.push_back({std::move(task), stream});
-      stats_.queued = static_cast<int>(queue_.size());
-    }
-  }
-  cv_.notify_one();
+  HEARTH_RETURN_IF_ERROR(tasks_.Push({std::move(task), stream}));
   return stream;
 }
 
 EngineStats EngineLoop::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  s.queued = tasks_.n_requests();
+  return s;
 }
 
 cache::CacheSummary EngineLoop::Summarize() const {
@@ -240,12 +222,11 @@ bool EngineLoop::RequeueYoungestPrefill() {
   for (auto& s : slots_) {
     if (s.get() == youngest) s.reset();
   }
+  tasks_.PushFront(std::move(q));
+  wait_for_room_ = true;
   std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_front(std::move(q));
   stats_.slots_busy--;
   stats_.requests_requeued++;
-  wait_for_room_ = true;
-  stats_.queued = static_cast<int>(queue_.size());
   return true;
 }
 
@@ -313,9 +294,8 @@ void EngineLoop::ResumePaused() {
 bool EngineLoop::WaitForWork() {
   const bool busy = !paused_.empty() ||
                     std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; });
-  std::deque<Queued> orphans;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stats_.decode_calls += batch_.empty() ? 0 : 1;
     stats_.cache = cache_->stats();
     // The tree's summary walks every node: while busy, a few times a second is enough.
@@ -324,18 +304,15 @@ bool EngineLoop::WaitForWork() {
       cache_summary_ = FormatCacheSummary(Summarize());
       summary_refreshed_ = now;
     }
-    auto has_work = [this] { return stopping_ || !queue_.empty() || !background_queue_.empty(); };
-    // Idle with states to write behind: wake up when the engine has been idle long enough.
-    if (!busy && config_.prefix_cache && cache_->HasUnwritten()) {
-      cv_.wait_until(lock, last_busy_ + kWriteBehindDelay, has_work);
-    } else if (!busy) {
-      cv_.wait(lock, has_work);
-    }
-    if (!stopping_) return true;
-    orphans.swap(queue_);
-    for (auto& q : background_queue_) orphans.push_back(std::move(q));
-    background_queue_.clear();
   }
+  // Idle with states to write behind: wake up when the engine has been idle long enough.
+  if (!busy && config_.prefix_cache && cache_->HasUnwritten()) {
+    tasks_.WaitForTask(last_busy_ + kWriteBehindDelay);
+  } else if (!busy) {
+    tasks_.WaitForTask(std::nullopt);
+  }
+  if (!tasks_.stopped()) return true;
+  const std::vector<Queued> orphans = tasks_.TakeAll();
   const Status down = Unavailable("the server is shutting down");
   for (auto& q : orphans) q.stream->PushError(down);
   for (auto& p : paused_) p->stream->PushError(down);
@@ -356,10 +333,7 @@ bool EngineLoop::HasForegroundWork() {
 // A request waiting takes precedence over warm-ahead: background slots end (keeping what
 // they prefilled) before it is admitted, so it resumes from their work.
 void EngineLoop::PreemptBackground(bool force) {
-  if (!force) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.empty()) return;
-  }
+  if (!force && !tasks_.HasRequests()) return;
   for (auto& slot : slots_) {
     if (slot && slot->task.background) Finish(*slot, api::FinishReason::kCancelled);
   }
@@ -417,8 +391,7 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
     acquire();
   }
   if (!lease) {
-    std::lock_guard<std::mutex> lock(mu_);
-    (q.task.background ? background_queue_ : queue_).push_front(std::move(q));
+    tasks_.PushFront(std::move(q));
     return false;
   }
   cache_->CountRequestLookup(report);
@@ -475,12 +448,9 @@ void EngineLoop::DropWarmAheadCoveredBy(const GenerationTask& task) {
   for (auto& slot : slots_) {
     if (slot && slot->task.background && covered(slot->task)) Finish(*slot, api::FinishReason::kCancelled);
   }
+  const int64_t n = tasks_.DropBackground(covered);
   std::lock_guard<std::mutex> lock(mu_);
-  CountSkippedBackground(static_cast<int64_t>(std::erase_if(background_queue_, [&](const Queued& q) {
-    if (!covered(q.task)) return false;
-    q.stream->PushDone({});
-    return true;
-  })));
+  CountSkippedBackground(n);
 }
 
 // When the prompt leaves the cache and rejoins an earlier prompt right after, the span
@@ -525,15 +495,9 @@ void EngineLoop::ExplainDivergence(Slot& slot) {
 // The next queued task that fits the context; the others are answered with an error.
 std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
   while (true) {
-    Queued q;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto& queue = background ? background_queue_ : queue_;
-      if (queue.empty()) return std::nullopt;
-      q = std::move(queue.front());
-      queue.pop_front();
-      stats_.queued = static_cast<int>(queue_.size());
-    }
+    std::optional<Queued> popped = tasks_.Pop(background);
+    if (!popped) return std::nullopt;
+    Queued q = std::move(*popped);
     const int n_prompt = static_cast<int>(q.task.prompt.size());
     // Background work the cache already holds (a shadow continued the reply in place)
     // has nothing left to compute.
@@ -550,22 +514,14 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
 }
 
 size_t EngineLoop::QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t longest = 0;
-  for (const auto& q : queue_) {
-    if (q.task.cache_namespace == ns) longest = std::max(longest, engine::CommonPrefix(q.task.prompt, tokens));
-  }
-  return longest;
+  return tasks_.RequestsSharedPrefix(ns, tokens);
 }
 
 bool EngineLoop::ForegroundPrefilling() const {
   return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s && s->prefilling() && !s->task.background; });
 }
 
-bool EngineLoop::ForegroundQueued() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !queue_.empty();
-}
+bool EngineLoop::ForegroundQueued() const { return tasks_.HasRequests(); }
 
 void EngineLoop::DropCancelled() {
   const bool foreground_waiting = ForegroundQueued();

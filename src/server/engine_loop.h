@@ -50,6 +50,7 @@
 #include "server/request_stream.h"
 #include "server/slot.h"
 #include "server/task.h"
+#include "server/task_queue.h"
 
 namespace hearth::server {
 
@@ -149,13 +150,7 @@ class EngineLoop {
 
  private:
   cache::CacheSummary Summarize() const;  // cache_->Summarize, with what the loop knows of the disk tier
-  struct Queued {
-    GenerationTask task;
-    std::shared_ptr<RequestStream> stream;
-    // A prefill put back for KV room: what its first admission found in the cache. Its
-    // own progress, which it resumes from, is not reuse.
-    std::optional<cache::ResumeReport> first_resume;
-  };
+  using Queued = QueuedTask;
 
   void Run();
   void Step();
@@ -203,6 +198,7 @@ class EngineLoop {
 
   const engine::Model& model_;
   EngineConfig config_;
+  TaskQueue tasks_;  // requests and background tasks waiting for a slot
   std::unique_ptr<engine::Context> ctx_;
   std::unique_ptr<cache::SequenceStore> sequences_;
   std::unique_ptr<cache::DiskStore> disk_;
@@ -219,12 +215,8 @@ class EngineLoop {
   bool wait_for_room_ = false;  // a prefill went back to the queue for room; none has ended since
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Queued> queue_;             // guarded by mu_
-  std::deque<Queued> background_queue_;  // guarded by mu_
-  std::string cache_summary_;            // guarded by mu_; refreshed by the loop when idle, else every 250 ms
-  bool stopping_ = false;     // guarded by mu_
-  EngineStats stats_;         // guarded by mu_
+  std::string cache_summary_;  // guarded by mu_; refreshed by the loop when idle, else every 250 ms
+  EngineStats stats_;          // guarded by mu_; queued is read from tasks_
   std::thread thread_;
 };
 
