@@ -1,10 +1,12 @@
 // EngineLoop: the single thread that owns the llama context and the prefix cache and runs
-// every request: admit queued tasks into free slots (resuming each prompt from the cache),
-// build one batch (a decode token for every generating slot plus prefill chunks within the
-// batch budget, each chunk ending at the next snapshot position), decode, take the
-// snapshots, then sample and stream each slot's next token (continuous batching). A
-// finished or cancelled request's sequence goes back to the cache with everything it
-// computed. Shadow prefill (shadow.h) lives in engine_loop_shadow.cc.
+// every request. One step: schedule (admit queued tasks into free slots, resuming each
+// prompt from the cache; engine_loop_schedule.cc), plan the batch (batch_planner.h: a
+// decode token for every generating slot plus prefill chunks within the batch budget,
+// each chunk ending at the next snapshot position, then shadow chunks), decode, and
+// commit (progress, snapshots, then sample and stream each slot's next token;
+// engine_loop_output.cc). A finished or cancelled request's sequence goes back to the
+// cache with everything it computed. Shadow prefill (shadow.h) lives in
+// engine_loop_shadow.cc; the wait queues in task_queue.h.
 //
 // Threads: Start/Stop from the owner; Submit and stats() from any thread (HTTP handlers);
 // everything else runs on the loop thread.
@@ -152,16 +154,50 @@ class EngineLoop {
   cache::CacheSummary Summarize() const;  // cache_->Summarize, with what the loop knows of the disk tier
   using Queued = QueuedTask;
 
+  // The step (engine_loop.cc): schedule, plan and decode, commit.
   void Run();
   void Step();
   void FailInFlight(const Status& error);
   bool WaitForWork();
+  void BuildBatch();
+  Status DecodeMakingRoom();
+  void AdvanceProgress();
+  void CommitStep();
+  void TakeSnapshots(Slot& slot, bool first_token_out);
+
+  // Scheduling (engine_loop_schedule.cc): admission, cancellation, background work giving
+  // way, and the KV-room ladder.
   void AdmitQueued();
   std::optional<Queued> PopValidTask(bool background);
   bool Admit(Queued q, size_t slot_index);
+  cache::SequenceLease LeaseFor(const GenerationTask& task, cache::ResumeReport& report);
   void ExplainDivergence(Slot& slot);
   void DropCancelled();
-  void TakeSnapshots(Slot& slot, bool first_token_out);
+  void PreemptBackground(bool force = false);
+  bool EndOneBackground();  // false when none runs
+  bool RequeueYoungestPrefill();
+  bool PauseYoungestGenerating();
+  void ResumePaused();
+  bool HasForegroundWork();
+  bool ForegroundQueued() const;      // a request waits in the queue
+  bool ForegroundPrefilling() const;  // a request in a slot has not had its first token
+  // The longest prefix of `tokens` that a queued request's prompt in `ns` begins with.
+  size_t QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const;
+  void DropWarmAheadCoveredBy(const GenerationTask& task);
+
+  // Output and the end of a request (engine_loop_output.cc).
+  void EmitToken(Slot& slot, engine::Token token);
+  void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
+  api::Completion CompleteOutput(Slot& slot, api::FinishReason reason, std::string stop_sequence);
+  void CountSkippedBackground(int64_t n);  // REQUIRES: mu_ held
+  void FailSlot(Slot& slot, const Status& error);
+  void Release(Slot& slot, bool keep_in_cache);
+  void HoldNewest(Slot& slot, std::span<const engine::Token> tokens);
+  int CacheWritten(const std::string& ns, const std::vector<engine::Token>& prompt, int n_cached);
+  void LogRequest(const Slot& slot, const char* outcome) const;
+  api::Usage UsageSoFar(const Slot& slot) const;
+
+  // Shadow prefill (engine_loop_shadow.cc).
   void StartShadow(Slot& slot);
   void PostShadowProgress(Slot& slot);
   int UnfedShadowTokens(Slot& slot);
@@ -171,30 +207,6 @@ class EngineLoop {
   void DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off);
   void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool cut_off = false);
   bool DropOneShadow();
-  void PreemptBackground(bool force = false);
-  bool EndOneBackground();  // false when none runs
-  void BuildBatch();
-  void AdvanceProgress();
-  Status DecodeMakingRoom();
-  bool RequeueYoungestPrefill();
-  bool PauseYoungestGenerating();
-  void ResumePaused();
-  void CommitStep();
-  void EmitToken(Slot& slot, engine::Token token);
-  void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
-  void CountSkippedBackground(int64_t n);  // REQUIRES: mu_ held
-  void FailSlot(Slot& slot, const Status& error);
-  void Release(Slot& slot, bool keep_in_cache);
-  void HoldNewest(Slot& slot, std::span<const engine::Token> tokens);
-  int CacheWritten(const std::string& ns, const std::vector<engine::Token>& prompt, int n_cached);
-  void LogRequest(const Slot& slot, const char* outcome) const;
-  api::Usage UsageSoFar(const Slot& slot) const;
-  bool HasForegroundWork();
-  bool ForegroundQueued() const;      // a request waits in the queue
-  bool ForegroundPrefilling() const;  // a request in a slot has not had its first token
-  // The longest prefix of `tokens` that a queued request's prompt in `ns` begins with.
-  size_t QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const;
-  void DropWarmAheadCoveredBy(const GenerationTask& task);
 
   const engine::Model& model_;
   EngineConfig config_;
