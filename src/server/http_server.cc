@@ -15,6 +15,7 @@
 #include "api/anthropic.h"
 #include "api/openai.h"
 #include "api/utility.h"
+#include "server/cache_view.h"
 #include "server/generate_handler.h"
 #include "server/metrics.h"
 
@@ -165,6 +166,16 @@ void HttpServer::IsolateByKey(const httplib::Request& req, api::GenerationReques
   request.cache_salt = (key ? key->cache_namespace : std::string("no-key")) + "|" + request.cache_salt;
 }
 
+std::function<bool(const std::string&)> HttpServer::VisibleNamespaces(const httplib::Request& req) const {
+  if (config_.api_keys.empty()) return [](const std::string&) { return true; };
+  const ApiKey* key = FindKey(req);
+  if (key == nullptr) return [](const std::string&) { return false; };
+  // As IsolateByKey salts: the key's namespace, then '|' (the hex digits end there, so no
+  // key's prefix is another's).
+  const std::string prefix = builder_.CacheNamespace(key->cache_namespace + "|");
+  return [prefix](const std::string& ns) { return ns.starts_with(prefix); };
+}
+
 Status HttpServer::Bind() {
   if (config_.port == 0) {
     port_ = http_->bind_to_any_port(config_.host);
@@ -297,9 +308,13 @@ void HttpServer::RegisterRoutes() {
   s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(FormatPrometheus(engine_.stats()), "text/plain; version=0.0.4");
   }));
-  s.Get("/v1/cache", Guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(engine_.DescribeCache(), "application/json");
+  s.Get("/v1/cache", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    const auto visible = VisibleNamespaces(req);
+    const cache::CacheSummary summary = cache::VisibleTo(*engine_.CacheSnapshot(), visible);
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(FormatCacheSummary(summary, engine_.RecentRequests(visible)), "application/json");
   }));
+
   // hearth's own routes: bodies parsed with the typed readers (api/utility.h), so a
   // wrongly typed field is a 400 naming it.
   s.Post("/tokenize", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
