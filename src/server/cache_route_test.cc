@@ -1,5 +1,6 @@
-// GET /v1/cache through HTTP on the tiny hybrid model: with API keys each key sees only
-// its own conversations, tree nodes and requests.
+// GET /v1/cache and the web page at / through HTTP on the tiny hybrid model: with API
+// keys each key sees only its own conversations, tree nodes and requests; the page needs
+// no key and is served with a policy that keeps it to its own origin.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -109,6 +110,20 @@ TEST_F(CacheRouteTest, EachKeySeesOnlyItsOwnCacheAndRequests) {
   auto no_key = server_->client().Get("/v1/cache");
   ASSERT_TRUE(no_key);
   EXPECT_EQ(no_key->status, 401);
+}
+
+TEST_F(CacheRouteTest, ThePageNeedsNoKeyAndStaysOnItsOrigin) {
+  auto res = server_->client().Get("/");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(res->get_header_value("Content-Security-Policy").find("connect-src 'self'"), std::string::npos);
+  EXPECT_NE(res->body.find("<title>hearth</title>"), std::string::npos);
+  EXPECT_EQ(res->body.find("http://"), std::string::npos) << "nothing from elsewhere";
+  EXPECT_EQ(res->body.find("https://"), std::string::npos) << "nothing from elsewhere";
+  auto post = server_->client().Post("/", "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 401) << "only GET / is open";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "server/cache_view.h"
 #include "server/generate_handler.h"
 #include "server/metrics.h"
+#include "web/web_page.h"
 
 namespace hearth::server {
 namespace {
@@ -251,7 +252,8 @@ void HttpServer::RegisterRoutes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (config_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const bool open = req.path == "/health" || (req.path == "/" && req.method == "GET");
+    if (config_.api_keys.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
     if (FindKey(req) != nullptr) return httplib::Server::HandlerResponse::Unhandled;
     ReplyError(req, res, {401, "authentication_error", "invalid or missing API key", ""});
     return httplib::Server::HandlerResponse::Handled;
@@ -314,7 +316,12 @@ void HttpServer::RegisterRoutes() {
     res.set_header("Cache-Control", "no-store");
     res.set_content(FormatCacheSummary(summary, engine_.RecentRequests(visible)), "application/json");
   }));
-
+  // The web page (src/web/index.html): chat, and what the cache holds.
+  s.Get("/", Guarded([](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Content-Security-Policy", web::kContentSecurityPolicy);
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(std::string(web::IndexHtml()), "text/html; charset=utf-8");
+  }));
   // hearth's own routes: bodies parsed with the typed readers (api/utility.h), so a
   // wrongly typed field is a 400 naming it.
   s.Post("/tokenize", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {

@@ -10,7 +10,8 @@
 //  1. Every handler answers in the shape of the API it serves (OpenAI or Anthropic),
 //     also for errors; no exception escapes a handler (a wrapper turns it into a 500).
 //  2. A client that goes away cancels its request within one engine step.
-//  3. Without API keys every route is open; with them every route but /health needs
+//  3. Without API keys every route is open; with them every route but /health and the
+//     web page at / (which holds no data: it asks for a key and sends it) needs
 //     "Authorization: Bearer KEY" or "x-api-key: KEY", compared in constant time.
 //  4. A key's requests live in that key's cache namespace (ApiKey::cache_namespace, see
 //     api_keys.h), whatever other keys are configured; GET /v1/cache shows a key only the
