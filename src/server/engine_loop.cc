@@ -31,7 +31,6 @@ api::Delta ToApiDelta(const engine::ParsedDelta& d) {
 bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empty() && d.tool_calls.empty(); }
 
 constexpr size_t kMaxBackgroundQueued = 4;
-constexpr size_t kMaxConversationsSummarized = 64;  // GET /v1/cache
 // Write-behind to the disk tier waits this long after the last decode: a client that
 // answers at once (an agent after a tool call) should not wait behind a state copy.
 constexpr auto kWriteBehindDelay = std::chrono::milliseconds(1000);
@@ -81,7 +80,7 @@ Status EngineLoop::Open() {
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cc.pin_budget_bytes = config_.cache_pin_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
-  cache_summary_ = FormatCacheSummary(Summarize());
+  cache_summary_ = std::make_shared<const cache::CacheSummary>(Summarize());
   return Status::Ok();
 }
 
@@ -136,17 +135,6 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
 EngineStats EngineLoop::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
-}
-
-cache::CacheSummary EngineLoop::Summarize() const {
-  cache::CacheSummary summary = cache_->Summarize(kMaxConversationsSummarized);
-  summary.disk_unavailable = disk_unavailable_;
-  return summary;
-}
-
-std::string EngineLoop::DescribeCache() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return cache_summary_;
 }
 
 // The loop: one batch per iteration. An exception from a step (a library's, or memory
@@ -326,7 +314,7 @@ bool EngineLoop::WaitForWork() {
     // The tree's summary walks every node: while busy, a few times a second is enough.
     const auto now = Clock::now();
     if (!busy || now - summary_refreshed_ > std::chrono::milliseconds(250)) {
-      cache_summary_ = FormatCacheSummary(Summarize());
+      cache_summary_ = std::make_shared<const cache::CacheSummary>(Summarize());
       summary_refreshed_ = now;
     }
     auto has_work = [this] { return stopping_ || !queue_.empty() || !background_queue_.empty(); };
@@ -776,6 +764,7 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
       stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
     }
     LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
+    RecordRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
     // A cut-off client sends back what it received, not what was generated after.
     auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
     // A cut-off reply: the shadow is kept when what was delivered begins with what it was
@@ -857,6 +846,7 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
     stats_.requests_failed++;
   }
   std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
+  if (!slot.task.background) RecordRequest(slot, "failed");
   EndShadow(slot, nullptr, "request failed");
   slot.stream->PushError(error);
   Release(slot, /*keep_in_cache=*/false);

@@ -39,10 +39,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cache/cache_summary.h"
 #include "cache/disk_store.h"
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/model.h"
+#include "server/request_log.h"
 #include "server/request_stream.h"
 #include "server/slot.h"
 #include "server/task.h"
@@ -135,7 +137,14 @@ class EngineLoop {
   void SetProgressCallback(ProgressCallback callback) { on_progress_ = std::move(callback); }
 
   EngineStats stats() const;
-  // JSON summary of the prefix cache (GET /v1/cache).
+  // The prefix cache as the loop last summarized it (when idle, else at most every
+  // 250 ms; see cache_summary.h), and the requests it finished last (request_log.h).
+  // Any thread; never null.
+  std::shared_ptr<const cache::CacheSummary> CacheSnapshot() const;
+  std::vector<RequestRecord> RecentRequests(const std::function<bool(const std::string& ns)>& visible = {}) const {
+    return recent_.Recent(visible);
+  }
+  // Both as GET /v1/cache shows them to a client that sees every namespace.
   std::string DescribeCache() const;
   // Why the disk tier that cache_dir asks for is off (the directory could not be
   // created, read or written at start): empty when it runs or none was asked for.
@@ -144,7 +153,9 @@ class EngineLoop {
   const EngineConfig& config() const { return config_; }
 
  private:
-  cache::CacheSummary Summarize() const;  // cache_->Summarize, with what the loop knows of the disk tier
+  // engine_loop_cache_view.cc: what GET /v1/cache shows.
+  cache::CacheSummary Summarize() const;  // SummarizeCache, with what the loop knows of the disk tier
+  void RecordRequest(const Slot& slot, const char* outcome);  // into recent_
   struct Queued {
     GenerationTask task;
     std::shared_ptr<RequestStream> stream;
@@ -216,7 +227,8 @@ class EngineLoop {
   std::condition_variable cv_;
   std::deque<Queued> queue_;             // guarded by mu_
   std::deque<Queued> background_queue_;  // guarded by mu_
-  std::string cache_summary_;            // guarded by mu_; refreshed by the loop when idle, else every 250 ms
+  std::shared_ptr<const cache::CacheSummary> cache_summary_;  // guarded by mu_; refreshed by the loop when idle, else every 250 ms
+  RequestLog recent_;                    // its own lock
   bool stopping_ = false;     // guarded by mu_
   EngineStats stats_;         // guarded by mu_
   std::thread thread_;
