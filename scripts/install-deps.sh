@@ -11,6 +11,7 @@ pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev libre2-de
       libssl-dev    # libcrypto: HMAC-SHA256 for API-key cache namespaces
       libbenchmark-dev  # Google Benchmark: build/src/hearth_cache_bench (optional)
       gnuplot-nox   # gnuplot: `hearth bench` plots
+      chromium      # the web page's test in a headless browser (tests/web/)
       clang libclang-rt-dev)  # libFuzzer and the sanitizer runtimes: `make fuzz`
 # Tools: any install will do (Node.js and npm often come from elsewhere than Debian).
 tools=(cmake:cmake g++:g++ make:make pkg-config:pkg-config git:git npm:npm)

@@ -1,7 +1,5 @@
 #include "cache/prefix_cache.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <unordered_set>
@@ -713,30 +711,6 @@ CacheStats PrefixCache::stats() const {
   return s;
 }
 
-CacheSummary PrefixCache::Summarize(size_t max_conversations) const {
-  CacheSummary out;
-  out.stats = stats();
-  out.ram_budget_bytes = config_.ram_budget_bytes;
-  out.disk_budget_bytes = disk_ ? disk_->budget() : 0;
-  tree_.ForEachLeaf([&](const PrefixTree::Node* leaf) {
-    ++out.n_conversations;
-    CacheSummary::Conversation c;
-    c.ns_id = XXH3_64bits(tree_.NamespaceOf(leaf).data(), tree_.NamespaceOf(leaf).size());
-    c.n_tokens = leaf->depth;
-    for (const PrefixTree::Node* n = leaf; n != nullptr; n = n->parent) {
-      if (n != leaf && n->children.size() > 1 && c.n_shared == 0) c.n_shared = n->depth;
-      for (const State& s : n->states) {
-        c.last_used = std::max(c.last_used, s.last_used);
-        if (c.states.size() < CacheSummary::kMaxStates) c.states.push_back({n->depth, s.kind, s.tier, s.bytes});
-      }
-    }
-    std::reverse(c.states.begin(), c.states.end());
-    out.conversations.push_back(std::move(c));
-  });
-  std::sort(out.conversations.begin(), out.conversations.end(),
-            [](const auto& a, const auto& b) { return a.last_used > b.last_used; });
-  if (out.conversations.size() > max_conversations) out.conversations.resize(max_conversations);
-  return out;
-}
+size_t PrefixCache::disk_budget() const { return disk_ ? disk_->budget() : 0; }
 
 }  // namespace hearth::cache

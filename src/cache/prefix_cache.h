@@ -94,30 +94,6 @@ struct CacheStats {
   size_t n_nodes = 0, n_states = 0;
 };
 
-// What the cache holds, for GET /v1/cache: no tokens, no text.
-struct CacheSummary {
-  struct StateInfo {
-    int32_t position = 0;
-    StateKind kind = StateKind::kPartial;
-    Tier tier = Tier::kRam;
-    size_t bytes = 0;
-  };
-  // One per leaf of the tree: a token sequence that no other extends.
-  struct Conversation {
-    uint64_t ns_id = 0;              // a hash of the namespace (the namespace itself may name a tenant)
-    int32_t n_tokens = 0;
-    int32_t n_shared = 0;            // of those, shared with another conversation
-    int64_t last_used = 0;           // logical clock: larger is more recent
-    std::vector<StateInfo> states;   // on its path, ascending; the deepest kMaxStates
-  };
-  static constexpr size_t kMaxStates = 32;
-  CacheStats stats;
-  size_t ram_budget_bytes = 0, disk_budget_bytes = 0;
-  std::string disk_unavailable;             // set by the owner: why the disk tier asked for is off
-  size_t n_conversations = 0;               // all of them
-  std::vector<Conversation> conversations;  // the most recently used first, at most the limit asked for
-};
-
 class PrefixCache {
  public:
   // `store` (and `disk`, when given) must outlive the cache.
@@ -217,9 +193,12 @@ class PrefixCache {
   std::vector<Token> EarlierContinuation(const std::string& ns, std::span<const Token> tokens);
 
   CacheStats stats() const;
-  // The tree summarized for GET /v1/cache: counters, tiers, and at most
-  // `max_conversations` conversations, the most recently used first.
-  CacheSummary Summarize(size_t max_conversations) const;
+  // Read-only views for summaries (cache_summary.h). The reference is valid while the
+  // cache lives; it changes with every call that changes the cache (same thread only).
+  const PrefixTree& tree() const { return tree_; }
+  size_t ram_budget() const { return config_.ram_budget_bytes; }
+  size_t disk_budget() const;  // 0 without a disk tier
+  size_t n_sequences() const { return config_.sequences.size(); }  // the device tier's room
   // Empty string when the tree's invariants hold and the index agrees with it.
   std::string CheckInvariants() const;
 

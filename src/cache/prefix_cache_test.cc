@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 
+#include "cache/cache_summary.h"
 #include "cache/disk_store.h"
 #include "cache/fake_sequence_store.h"
 #include "cache/state_file.h"
@@ -70,7 +71,7 @@ class PrefixCacheTest : public ::testing::Test {
 
   // Whether any conversation holds a state at `position`.
   bool AnyStateAt(int32_t position) const {
-    for (const auto& c : cache_->Summarize(1000).conversations) {
+    for (const auto& c : SummarizeCache(*cache_, {.max_conversations = 1000}).conversations) {
       for (const auto& st : c.states) {
         if (st.position == position) return true;
       }
@@ -455,7 +456,7 @@ TEST_F(PrefixCacheTest, SummaryListsConversationsWithTheirStatesNewestFirst) {
   const Tokens system = Range(100, 10);
   Turn(Cat(system, Range(200, 10)), Range(700, 3), {10});
   Turn(Cat(system, Range(300, 12)), Range(800, 2), {10});
-  const CacheSummary all = cache_->Summarize(10);
+  const CacheSummary all = SummarizeCache(*cache_, {.max_conversations = 10});
   ASSERT_EQ(all.n_conversations, 2u);
   ASSERT_EQ(all.conversations.size(), 2u);
   const auto& newest = all.conversations[0];
@@ -468,7 +469,7 @@ TEST_F(PrefixCacheTest, SummaryListsConversationsWithTheirStatesNewestFirst) {
   EXPECT_EQ(newest.states[1].tier, Tier::kDevice);
   EXPECT_EQ(all.conversations[1].n_tokens, 23);
   EXPECT_EQ(newest.ns_id, all.conversations[1].ns_id);
-  const CacheSummary one = cache_->Summarize(1);
+  const CacheSummary one = SummarizeCache(*cache_, {.max_conversations = 1});
   EXPECT_EQ(one.n_conversations, 2u);
   ASSERT_EQ(one.conversations.size(), 1u);
   EXPECT_EQ(one.conversations[0].n_tokens, 24);
@@ -477,7 +478,7 @@ TEST_F(PrefixCacheTest, SummaryListsConversationsWithTheirStatesNewestFirst) {
 TEST_F(PrefixCacheTest, AConversationsNamespaceIsFreedWithItsLastState) {
   Make(true, 1, /*ram=*/1);  // nothing fits in RAM, no disk: evicted states are gone
   for (int salt = 0; salt < 5; ++salt) Turn(Range(100, 10), {}, {}, "m|salt" + std::to_string(salt));
-  EXPECT_EQ(cache_->Summarize(10).n_conversations, 1u) << "only the device sequence is left";
+  EXPECT_EQ(SummarizeCache(*cache_, {.max_conversations = 10}).n_conversations, 1u) << "only the device sequence is left";
   EXPECT_EQ(cache_->CheckInvariants(), "") << "no empty root per salt stays behind";
 }
 

@@ -260,6 +260,10 @@ void PrefixTree::ForEachLeaf(const std::function<void(const Node*)>& fn) const {
   }
 }
 
+void PrefixTree::ForEachNode(const std::function<void(const Node*)>& fn) const {
+  for (const auto& [ns, root] : roots_) Visit(root.get(), [&](const Node* n) { fn(n); });
+}
+
 std::string PrefixTree::CheckInvariants() const {
   std::string err;
   size_t nodes = 0, states = 0;

@@ -160,6 +160,8 @@ class PrefixTree {
   void ForEachState(const std::function<void(const Node*, const State&)>& fn) const;
   // Visits every node without children below a root: where a conversation's tokens end.
   void ForEachLeaf(const std::function<void(const Node*)>& fn) const;
+  // Visits every node, each root before the nodes below it, a parent before its children.
+  void ForEachNode(const std::function<void(const Node*)>& fn) const;
 
   // Node pins keep otherwise useless nodes alive.
   void PinNode(Node* node) { ++node->pins; }

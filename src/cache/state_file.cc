@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -61,9 +62,20 @@ bool DecodeStateHeader(std::istream& in, StateHeader* h, size_t* header_size, st
     *why = "truncated header";
     return false;
   }
-  h->tokens.resize(n_tokens);
+  // The tokens grow as the file gives them: a corrupt count costs what the file holds,
+  // not an allocation of the size it claims.
+  auto get_tokens = [&](uint32_t count) {
+    constexpr size_t kPiece = size_t{1} << 14;
+    h->tokens.clear();
+    while (h->tokens.size() < count) {
+      const size_t at = h->tokens.size();
+      h->tokens.resize(at + std::min<size_t>(kPiece, count - at));
+      if (!get(h->tokens.data() + at, (h->tokens.size() - at) * sizeof(Token))) return false;
+    }
+    return true;
+  };
   uint64_t stored_hash = 0;
-  if (!get(h->tokens.data(), n_tokens * sizeof(Token)) || !get(&h->payload_len, 8) || !get(&h->payload_hash, 8)) {
+  if (!get_tokens(n_tokens) || !get(&h->payload_len, 8) || !get(&h->payload_hash, 8)) {
     *why = "truncated header";
     return false;
   }

@@ -97,12 +97,15 @@ enum class ParseMode { kIncremental, kParseEveryPush };
 // OutputParser: incremental parse of generated text with the template's format.
 // Output that does not parse in that format is never an error: the parser falls back to
 // returning the raw text as content (fell_back() then reports it), because a client is
-// better served by the text than by a failed request.
+// better served by the text than by a failed request. A reply whose end the format does
+// not reach (a call to an unknown tool, arguments that are not JSON, text after the
+// calls: llama.cpp's lenient parse would skip them) falls back too, when it is final.
 //
 // Invariants:
 //   1. The deltas Push returns, in order, are those kParseEveryPush returns for the same
 //      pushes; concatenated, they add up to output().
-//   2. With is_final, output() is the parse of the whole text (or the fallback).
+//   2. With is_final, output() is the parse of the whole text (or the fallback); no text
+//      of the reply is lost (the fallback repeats text it cannot place rather than drop it).
 //
 // Thread safety: one owner.
 class OutputParser {

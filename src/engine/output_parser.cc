@@ -26,6 +26,7 @@
 #include <array>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <variant>
 
 #include "base/utf8.h"
@@ -130,6 +131,35 @@ bool SameToolCalls(const common_chat_msg& a, const common_chat_msg& b) {
   return true;
 }
 
+// llama.cpp's parse is lenient, and its grammars end with optional parts: a reply whose
+// tail does not fit the format (a call to an unknown tool, arguments that are not JSON,
+// text after the calls) parses as what came before that tail, and the tail is lost. So
+// the end of a reply is parsed once more to see where the parse stopped: short of the
+// text (but for trailing whitespace), the reply is not in the format.
+bool ParsesToItsEnd(const common_chat_parser_params& params, const std::string& text) {
+  if (params.parser.empty()) return true;
+  const std::string input = params.generation_prompt + text;
+  common_peg_parse_context ctx(input, COMMON_PEG_PARSE_FLAG_LENIENT);
+  const auto result = params.parser.parse(ctx);
+  if (result.fail()) return false;
+  const size_t end = input.find_last_not_of(" \t\r\n");
+  return end == std::string::npos || result.end > end;
+}
+
+// Where what was streamed ends in the reply's text: after its reasoning, then its content,
+// found in that order; 0 where they are not found as they are (the rest of the reply is
+// then sent again in full: repeated text rather than lost text).
+size_t StreamedEnd(const std::string& text, const ParsedOutput& sent) {
+  size_t at = 0;
+  for (const std::string* field : {&sent.reasoning, &sent.content}) {
+    if (field->empty()) continue;
+    const size_t found = text.find(*field, at);
+    if (found == std::string::npos) return 0;
+    at = found + field->size();
+  }
+  return at;
+}
+
 }  // namespace
 
 OutputParser::OutputParser(const OutputFormat& format, ParseMode mode) : impl_(std::make_unique<Impl>()) {
@@ -232,6 +262,7 @@ std::vector<ParsedDelta> OutputParser::Push(const std::string& text, bool is_fin
     ++n_parses_;
     next = common_chat_parse(impl_->text, /*is_partial=*/!is_final, impl_->params);
     if (next.empty() && !is_final) return deltas;
+    if (is_final && !ParsesToItsEnd(impl_->params, impl_->text)) throw std::runtime_error("not in the format");
     // Stable tool call ids across partial parses.
     for (size_t i = 0; i < next.tool_calls.size(); ++i) {
       if (impl_->tool_call_ids.size() <= i) {
@@ -248,8 +279,7 @@ std::vector<ParsedDelta> OutputParser::Push(const std::string& text, bool is_fin
     // already streamed as content stays; reasoning or tool calls sent so far stay sent.
     fell_back_ = true;
     const std::string& all = impl_->text;
-    const bool continues = all.starts_with(output_.content);
-    std::string unsent = continues ? all.substr(output_.content.size()) : all;
+    std::string unsent = all.substr(StreamedEnd(all, output_));
     if (!unsent.empty()) deltas.push_back({.content = unsent});
     output_.content += unsent;
     return deltas;

@@ -226,3 +226,41 @@ TEST(OutputParserReasoningFormatTest, NoneLeavesThinkingInTheContent) {
 
 }  // namespace
 }  // namespace hearth::engine
+
+namespace hearth::engine {
+namespace {
+
+// llama.cpp's lenient parse reads a reply whose tail does not fit the format as what came
+// before the tail. Nothing the model wrote may be lost: such a reply falls back to
+// content from where what was streamed ends, and a reply in the format does not.
+TEST_F(OutputParserTest, AReplyWhoseTailIsNotInTheFormatKeepsItsText) {
+  const auto format = FormatOf("", true);
+  const std::string call = "<tool_call>\n<function=read_file>\n<parameter=path>\na.txt\n</parameter>\n</function>\n</tool_call>";
+  const std::vector<std::pair<std::string, std::string>> malformed = {
+      {"ok\n</think>\n\n<tool_call>\n<function=nonexistent_tool>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>",
+       "nonexistent_tool"},
+      {"ok\n</think>\n\n<tool_call>\n{\"name\": \"run\", \"arguments\": {broken json}}\n</tool_call>", "broken json"},
+      {"ok\n</think>\n\ntext <tool_call>garbage</tool_call> more", "<tool_call>garbage</tool_call> more"},
+      {"ok\n</think>\n\ntext " + call + " and text after it", " and text after it"},
+  };
+  for (const auto& [reply, tail] : malformed) {
+    for (const auto& pieces : {TokenPieces(*model_, reply), BytePieces(reply, 7)}) {
+      const Streamed s = Stream(format, ParseMode::kIncremental, pieces);
+      EXPECT_TRUE(s.fell_back) << reply;
+      EXPECT_NE(s.content.find(tail), std::string::npos) << reply << "\ncontent: " << s.content;
+      EXPECT_EQ(s.reasoning, "ok\n") << reply;
+      ExpectSameStream(format, pieces, reply);
+    }
+  }
+  // "text " was streamed as content before the tail: it is not sent twice.
+  const Streamed once = Stream(format, ParseMode::kIncremental, TokenPieces(*model_, malformed[2].first));
+  EXPECT_EQ(once.content, "text <tool_call>garbage</tool_call> more");
+  for (const std::string& reply : {Replies()[0], LongReply(200), "ok\n</think>\n\n" + call + "\n\n"}) {
+    const Streamed s = Stream(format, ParseMode::kIncremental, TokenPieces(*model_, reply));
+    EXPECT_FALSE(s.fell_back) << reply;
+    EXPECT_FALSE(s.calls.empty()) << reply;
+  }
+}
+
+}  // namespace
+}  // namespace hearth::engine

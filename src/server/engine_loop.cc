@@ -14,7 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxConversationsSummarized = 64;  // GET /v1/cache
 // Write-behind to the disk tier waits this long after the last decode: a client that
 // answers at once (an agent after a tool call) should not wait behind a state copy.
 constexpr auto kWriteBehindDelay = std::chrono::milliseconds(1000);
@@ -65,7 +64,7 @@ Status EngineLoop::Open() {
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cc.pin_budget_bytes = config_.cache_pin_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
-  cache_summary_ = FormatCacheSummary(Summarize());
+  cache_summary_ = std::make_shared<const cache::CacheSummary>(Summarize());
   return Status::Ok();
 }
 
@@ -103,17 +102,6 @@ EngineStats EngineLoop::stats() const {
   }
   s.queued = tasks_.n_requests();
   return s;
-}
-
-cache::CacheSummary EngineLoop::Summarize() const {
-  cache::CacheSummary summary = cache_->Summarize(kMaxConversationsSummarized);
-  summary.disk_unavailable = disk_unavailable_;
-  return summary;
-}
-
-std::string EngineLoop::DescribeCache() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return cache_summary_;
 }
 
 // The loop: one batch per iteration. An exception from a step (a library's, or memory
@@ -198,7 +186,7 @@ bool EngineLoop::WaitForWork() {
     // The tree's summary walks every node: while busy, a few times a second is enough.
     const auto now = Clock::now();
     if (!busy || now - summary_refreshed_ > std::chrono::milliseconds(250)) {
-      cache_summary_ = FormatCacheSummary(Summarize());
+      cache_summary_ = std::make_shared<const cache::CacheSummary>(Summarize());
       summary_refreshed_ = now;
     }
   }

@@ -44,11 +44,13 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cache/cache_summary.h"
 #include "cache/disk_store.h"
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "server/batch_planner.h"
+#include "server/request_log.h"
 #include "server/request_stream.h"
 #include "server/slot.h"
 #include "server/task.h"
@@ -142,7 +144,14 @@ class EngineLoop {
   void SetProgressCallback(ProgressCallback callback) { on_progress_ = std::move(callback); }
 
   EngineStats stats() const;
-  // JSON summary of the prefix cache (GET /v1/cache).
+  // The prefix cache as the loop last summarized it (when idle, else at most every
+  // 250 ms; see cache_summary.h), and the requests it finished last (request_log.h).
+  // Any thread; never null.
+  std::shared_ptr<const cache::CacheSummary> CacheSnapshot() const;
+  std::vector<RequestRecord> RecentRequests(const std::function<bool(const std::string& ns)>& visible = {}) const {
+    return recent_.Recent(visible);
+  }
+  // Both as GET /v1/cache shows them to a client that sees every namespace.
   std::string DescribeCache() const;
   // Why the disk tier that cache_dir asks for is off (the directory could not be
   // created, read or written at start): empty when it runs or none was asked for.
@@ -151,7 +160,9 @@ class EngineLoop {
   const EngineConfig& config() const { return config_; }
 
  private:
-  cache::CacheSummary Summarize() const;  // cache_->Summarize, with what the loop knows of the disk tier
+  // engine_loop_cache_view.cc: what GET /v1/cache shows.
+  cache::CacheSummary Summarize() const;  // SummarizeCache, with what the loop knows of the disk tier
+  void RecordRequest(const Slot& slot, const char* outcome);  // into recent_
   using Queued = QueuedTask;
 
   // The step (engine_loop.cc): schedule, plan and decode, commit.
@@ -227,7 +238,8 @@ class EngineLoop {
   bool wait_for_room_ = false;  // a prefill went back to the queue for room; none has ended since
 
   mutable std::mutex mu_;
-  std::string cache_summary_;  // guarded by mu_; refreshed by the loop when idle, else every 250 ms
+  std::shared_ptr<const cache::CacheSummary> cache_summary_;  // guarded by mu_; refreshed by the loop when idle, else every 250 ms
+  RequestLog recent_;          // its own lock
   EngineStats stats_;          // guarded by mu_; queued is read from tasks_
   std::thread thread_;
 };

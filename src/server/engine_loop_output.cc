@@ -110,6 +110,7 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
     stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
   }
   LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
+  RecordRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
   // A cut-off client sends back what it received, not what was generated after.
   auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
   // A cut-off reply: the shadow is kept when what was delivered begins with what it was
@@ -188,6 +189,7 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
     stats_.requests_failed++;
   }
   std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
+  if (!slot.task.background) RecordRequest(slot, "failed");
   EndShadow(slot, nullptr, "request failed");
   slot.stream->PushError(error);
   Release(slot, /*keep_in_cache=*/false);

@@ -15,8 +15,10 @@
 #include "api/anthropic.h"
 #include "api/openai.h"
 #include "api/utility.h"
+#include "server/cache_view.h"
 #include "server/generate_handler.h"
 #include "server/metrics.h"
+#include "web/web_page.h"
 
 namespace hearth::server {
 namespace {
@@ -165,6 +167,16 @@ void HttpServer::IsolateByKey(const httplib::Request& req, api::GenerationReques
   request.cache_salt = (key ? key->cache_namespace : std::string("no-key")) + "|" + request.cache_salt;
 }
 
+std::function<bool(const std::string&)> HttpServer::VisibleNamespaces(const httplib::Request& req) const {
+  if (config_.api_keys.empty()) return [](const std::string&) { return true; };
+  const ApiKey* key = FindKey(req);
+  if (key == nullptr) return [](const std::string&) { return false; };
+  // As IsolateByKey salts: the key's namespace, then '|' (the hex digits end there, so no
+  // key's prefix is another's).
+  const std::string prefix = builder_.CacheNamespace(key->cache_namespace + "|");
+  return [prefix](const std::string& ns) { return ns.starts_with(prefix); };
+}
+
 Status HttpServer::Bind() {
   if (config_.port == 0) {
     port_ = http_->bind_to_any_port(config_.host);
@@ -240,7 +252,8 @@ void HttpServer::RegisterRoutes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (config_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const bool open = req.path == "/health" || (req.path == "/" && req.method == "GET");
+    if (config_.api_keys.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
     if (FindKey(req) != nullptr) return httplib::Server::HandlerResponse::Unhandled;
     ReplyError(req, res, {401, "authentication_error", "invalid or missing API key", ""});
     return httplib::Server::HandlerResponse::Handled;
@@ -297,8 +310,17 @@ void HttpServer::RegisterRoutes() {
   s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(FormatPrometheus(engine_.stats()), "text/plain; version=0.0.4");
   }));
-  s.Get("/v1/cache", Guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(engine_.DescribeCache(), "application/json");
+  s.Get("/v1/cache", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    const auto visible = VisibleNamespaces(req);
+    const cache::CacheSummary summary = cache::VisibleTo(*engine_.CacheSnapshot(), visible);
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(FormatCacheSummary(summary, engine_.RecentRequests(visible)), "application/json");
+  }));
+  // The web page (src/web/index.html): chat, and what the cache holds.
+  s.Get("/", Guarded([](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Content-Security-Policy", web::kContentSecurityPolicy);
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(std::string(web::IndexHtml()), "text/html; charset=utf-8");
   }));
   // hearth's own routes: bodies parsed with the typed readers (api/utility.h), so a
   // wrongly typed field is a 400 naming it.

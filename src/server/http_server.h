@@ -10,16 +10,19 @@
 //  1. Every handler answers in the shape of the API it serves (OpenAI or Anthropic),
 //     also for errors; no exception escapes a handler (a wrapper turns it into a 500).
 //  2. A client that goes away cancels its request within one engine step.
-//  3. Without API keys every route is open; with them every route but /health needs
+//  3. Without API keys every route is open; with them every route but /health and the
+//     web page at / (which holds no data: it asks for a key and sends it) needs
 //     "Authorization: Bearer KEY" or "x-api-key: KEY", compared in constant time.
 //  4. A key's requests live in that key's cache namespace (ApiKey::cache_namespace, see
-//     api_keys.h), whatever other keys are configured.
+//     api_keys.h), whatever other keys are configured; GET /v1/cache shows a key only the
+//     conversations, tree nodes and requests of its namespace.
 //  5. No connection waits without bound: a bounded pool, a bounded queue of pending
 //     connections and read timeouts (HttpConfig) keep slow clients from starving others.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +97,8 @@ class HttpServer {
   // The configured key the request carries, or nullptr.
   const ApiKey* FindKey(const httplib::Request& req) const;
   void IsolateByKey(const httplib::Request& req, api::GenerationRequest& request) const;
+  // Whether a cache namespace is the caller's (every one without API keys).
+  std::function<bool(const std::string& ns)> VisibleNamespaces(const httplib::Request& req) const;
   void RegisterRoutes();
 
   HttpConfig config_;

@@ -69,49 +69,4 @@ std::string FormatPrometheus(const EngineStats& s) {
   return out;
 }
 
-std::string FormatCacheSummary(const cache::CacheSummary& summary) {
-  using nlohmann::json;
-  const cache::CacheStats& s = summary.stats;
-  json out = {
-      {"nodes", s.n_nodes},
-      {"states", s.n_states},
-      {"device_sequences_cached", s.device_cached},
-      {"bytes_ram", s.bytes_ram},
-      {"bytes_disk", s.bytes_disk},
-      {"hits", {{"device", s.hits_device}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
-      {"misses", s.misses},
-      {"tokens_reused", s.tokens_reused},
-      {"snapshots", {{"taken", s.snapshots_taken}, {"evicted", s.snapshots_evicted}, {"quarantined", s.snapshots_quarantined}}},
-      {"tiers",
-       {{"device", {{"sequences", s.device_cached}}},
-        {"ram",
-         {{"bytes", s.bytes_ram},
-          {"budget", summary.ram_budget_bytes},
-          {"held_bytes", s.bytes_held},
-          {"holds", s.n_holds}}},
-        {"disk",
-         {{"bytes", s.bytes_disk},
-          {"budget", summary.disk_budget_bytes},
-          {"read_errors", s.disk_read_errors},
-          {"write_errors", s.disk_write_errors}}}}},
-      {"n_conversations", summary.n_conversations},
-  };
-  if (!summary.disk_unavailable.empty()) out["tiers"]["disk"]["unavailable"] = summary.disk_unavailable;
-  json conversations = json::array();
-  for (const auto& c : summary.conversations) {
-    char ns[17];
-    std::snprintf(ns, sizeof(ns), "%016llx", static_cast<unsigned long long>(c.ns_id));
-    json states = json::array();
-    for (const auto& st : c.states) {
-      states.push_back({{"position", st.position},
-                        {"kind", cache::StateKindName(st.kind)},
-                        {"tier", cache::TierName(st.tier)},
-                        {"bytes", st.bytes}});
-    }
-    conversations.push_back({{"namespace", ns}, {"tokens", c.n_tokens}, {"shared_tokens", c.n_shared}, {"states", states}});
-  }
-  out["conversations"] = std::move(conversations);
-  return out.dump();
-}
-
 }  // namespace hearth::server

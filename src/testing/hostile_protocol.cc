@@ -126,7 +126,7 @@ void AppendSlow(const PostRoute& r, std::vector<HostileCase>* out) {
 // Routes that do not exist and methods a route does not take.
 void AppendRoutes(std::vector<HostileCase>* out) {
   const std::vector<std::string> paths = {
-      "/", "/v1", "/v1/", "/v1/chat", "/v1/chat/completion", "/v1/chat/completions/", "/v1/chat/completions/x",
+      "/v1", "/v1/", "/v1/chat", "/v1/chat/completion", "/v1/chat/completions/", "/v1/chat/completions/x",
       "/V1/chat/completions", "/v1//chat/completions", "/v1/chat/completions%00", "/v1/%2e%2e/health",
       "/../../etc/passwd", "/v1/messages/batches", "/v1/messages/count_tokens/x", "/v1/messages/", "/v1/embeddings",
       "/v1/models/x", "/v2/chat/completions", "/api/chat", "/tokenize/x", "/%ff%fe", "/\xff\xfe", "/health/",
@@ -145,7 +145,7 @@ void AppendRoutes(std::vector<HostileCase>* out) {
       out->push_back({Surface::kRoutes, "wrong method", method + " " + r.path, r.path, MakeRequest(method, r.path, r.body)});
     }
   }
-  for (const std::string& path : std::vector<std::string>{"/health", "/metrics", "/v1/models", "/v1/cache"}) {
+  for (const std::string& path : std::vector<std::string>{"/", "/health", "/metrics", "/v1/models", "/v1/cache"}) {
     for (const std::string& method : std::vector<std::string>{"POST", "PUT", "DELETE", "PATCH"}) {
       out->push_back({path == "/v1/cache" ? Surface::kUtility : Surface::kRoutes, "wrong method", method + " " + path, path,
                       MakeRequest(method, path, "{}")});

@@ -45,6 +45,9 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"
+# The port is read from hearth.stdout, which must exist before the server (started in
+# the background) opens it.
+: >"$out/hearth.stdout"
 # 64k context: Claude Code's system prompt and tool schemas alone are tens of thousands
 # of tokens. A 1 MiB body limit keeps the over-limit test cheap.
 "$hearth" serve -m "$model" --port 0 --ctx-size 65536 --parallel 4 --api-key "$api_key" \
