@@ -47,7 +47,7 @@ struct Sampling {
   std::optional<float> repetition_penalty;
 };
 
-enum class Flavor { kOpenAIChat, kOpenAICompletion, kAnthropic };
+enum class Flavor { kOpenAIChat, kOpenAICompletion, kOpenAIResponses, kAnthropic };
 
 // A client's wish to keep the prompt cached through the end of one message (Anthropic
 // cache_control on a block of it; on tools or system: the system turn, message 0).
