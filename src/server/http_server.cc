@@ -14,6 +14,7 @@
 
 #include "api/anthropic.h"
 #include "api/openai.h"
+#include "api/responses.h"
 #include "api/utility.h"
 #include "server/generate_handler.h"
 #include "server/metrics.h"
@@ -130,6 +131,7 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
       engine_(engine),
       builder_(model, chat_template, engine.config().SeqPositions(), engine.config().cache_namespace,
                config_.stabilizer, config_.chat_defaults),
+      responses_(config_.max_stored_responses, config_.max_stored_response_bytes),
       http_(std::make_unique<httplib::Server>()) {
   if (config_.warm_ahead) {
     warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);
@@ -163,6 +165,12 @@ void HttpServer::IsolateByKey(const httplib::Request& req, api::GenerationReques
   if (config_.api_keys.empty()) return;
   const ApiKey* key = FindKey(req);  // never null: the pre-routing handler refused those
   request.cache_salt = (key ? key->cache_namespace : std::string("no-key")) + "|" + request.cache_salt;
+}
+
+std::string HttpServer::ResponsesNamespace(const httplib::Request& req) const {
+  if (config_.api_keys.empty()) return "";
+  const ApiKey* key = FindKey(req);
+  return key ? key->cache_namespace : "no-key";
 }
 
 Status HttpServer::Bind() {
@@ -269,6 +277,12 @@ void HttpServer::RegisterRoutes() {
     if (!r.ok()) return ReplyError(req, res, r.error());
     IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
+  }));
+  s.Post("/v1/responses", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
+    const auto received = std::chrono::steady_clock::now();
+    auto r = api::responses::ParseResponsesRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    HandleResponses(*r, req, res, received);
   }));
   s.Post("/v1/messages", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     const auto received = std::chrono::steady_clock::now();

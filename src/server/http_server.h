@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,11 +32,17 @@
 #include "server/api_keys.h"
 #include "server/engine_loop.h"
 #include "server/request_builder.h"
+#include "server/response_store.h"
 #include "server/warm_ahead.h"
 
 namespace httplib {
 class Server;
 struct Request;
+struct Response;
+}
+
+namespace hearth::api::responses {
+struct ResponsesRequest;
 }
 
 namespace hearth::server {
@@ -64,6 +71,10 @@ struct HttpConfig {
   // a long prefill writes keep-alives every 5 s.
   int read_timeout_s = 10;
   int write_timeout_s = 30;
+  // /v1/responses: the conversations of this many recent responses, within this many bytes,
+  // are kept for previous_response_id (ResponseStore), per API key.
+  size_t max_stored_responses = 1024;
+  size_t max_stored_response_bytes = 64u << 20;
 };
 
 class HttpServer {
@@ -94,6 +105,11 @@ class HttpServer {
   // The configured key the request carries, or nullptr.
   const ApiKey* FindKey(const httplib::Request& req) const;
   void IsolateByKey(const httplib::Request& req, api::GenerationRequest& request) const;
+  // The namespace a key's stored responses live in ("" without keys).
+  std::string ResponsesNamespace(const httplib::Request& req) const;
+  // POST /v1/responses after parsing (responses_route.cc).
+  void HandleResponses(api::responses::ResponsesRequest& request, const httplib::Request& req, httplib::Response& res,
+                       std::chrono::steady_clock::time_point received);
   void RegisterRoutes();
 
   HttpConfig config_;
@@ -101,6 +117,7 @@ class HttpServer {
   const engine::ChatTemplate& template_;
   EngineLoop& engine_;
   RequestBuilder builder_;
+  ResponseStore responses_;
   std::unique_ptr<WarmAhead> warm_ahead_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;

@@ -258,10 +258,11 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
     // Anthropic clients send a model-wide default (Claude Code: 32000) rather than a
     // per-request wish, so there it is a cap; OpenAI callers get the error.
     if (*request.max_tokens > room && request.flavor != api::Flavor::kAnthropic) {
-      return BadRequest("max_tokens is " + std::to_string(*request.max_tokens) + " but the prompt has " +
+      const std::string field = request.flavor == api::Flavor::kOpenAIResponses ? "max_output_tokens" : "max_tokens";
+      return BadRequest(field + " is " + std::to_string(*request.max_tokens) + " but the prompt has " +
                             std::to_string(n_prompt) + " tokens and the context holds " + std::to_string(n_ctx_) +
                             ", leaving room for " + std::to_string(room),
-                        "max_tokens");
+                        field);
     }
     out.task.max_tokens = std::min(*request.max_tokens, room);
   } else {
