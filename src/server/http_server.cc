@@ -133,10 +133,12 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
                config_.stabilizer, config_.chat_defaults),
       responses_(config_.max_stored_responses, config_.max_stored_response_bytes),
       http_(std::make_unique<httplib::Server>()) {
+  if (config_.warm_ahead) warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);
+  engine_.SetFinishedCallback([this, w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& c) {
+    request_metrics_.Record(c);
+    if (w != nullptr) w->OnFinished(task, c);
+  });
   if (config_.warm_ahead) {
-    warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);
-    engine_.SetFinishedCallback(
-        [w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& c) { w->OnFinished(task, c); });
     engine_.SetProgressCallback([w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& partial,
                                                         std::shared_ptr<ShadowMailbox> mailbox) {
       w->OnProgress(task, partial, std::move(mailbox));
@@ -309,7 +311,7 @@ void HttpServer::RegisterRoutes() {
     res.set_content(out.dump(), "application/json");
   });
   s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(FormatPrometheus(engine_.stats()), "text/plain; version=0.0.4");
+    res.set_content(FormatPrometheus(engine_.stats()) + request_metrics_.FormatPrometheus(), "text/plain; version=0.0.4");
   }));
   s.Get("/v1/cache", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(engine_.DescribeCache(), "application/json");

@@ -31,6 +31,7 @@
 #include "engine/model.h"
 #include "server/api_keys.h"
 #include "server/engine_loop.h"
+#include "server/metrics.h"
 #include "server/request_builder.h"
 #include "server/response_store.h"
 #include "server/warm_ahead.h"
@@ -118,6 +119,7 @@ class HttpServer {
   EngineLoop& engine_;
   RequestBuilder builder_;
   ResponseStore responses_;
+  RequestMetrics request_metrics_;  // fed by the engine's finished callback
   std::unique_ptr<WarmAhead> warm_ahead_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
