@@ -87,6 +87,7 @@ TEST_F(ResponsesHttpTest, SecondTurnByPreviousResponseIdIsReadFromTheCache) {
   auto [s2, r2] = Post({{"instructions", kInstructions}, {"previous_response_id", id}, {"input", "And a radix tree?"}});
   ASSERT_EQ(s2, 200) << r2.dump();
   EXPECT_EQ(r2["previous_response_id"], id);
+  EXPECT_GE(Input(r2), input1 + 3) << "the first turn and its reply are in the prompt";
   EXPECT_GE(Cached(r2), input1 - 8) << r2["usage"].dump();
   EXPECT_LE(Prefilled(r2), Input(r2) - input1 + 8) << r2["usage"].dump();
 
