@@ -29,13 +29,16 @@
 //     answering call_id (its output a string or input_text parts).
 //   - `instructions` is a leading system message. It is not carried over by
 //     previous_response_id, as OpenAI documents.
-//   - tools: only {"type":"function", name, description, parameters, strict}; tool_choice
-//     "auto" | "none" | "required" | {"type":"function","name"}.
+//   - tools: {"type":"function", name, description, parameters, strict}, also inside a
+//     {"type":"namespace", tools: [...]} group (declared by their own names); other tool
+//     types (web_search, file_search, custom, ...) are dropped: Codex sends them always
+//     and a local model cannot run them. tool_choice "auto" | "none" | "required" |
+//     {"type":"function","name"}.
 //   - max_output_tokens is max_tokens; reasoning.effort "none" sets enable_thinking =
 //     false, another effort true.
 //   - Refused with 400: media parts (input_image, input_file, input_audio), item types
-//     other than the four above (item_reference, hosted tool calls), hosted tools,
-//     background: true, conversation, text.format other than "text", top_logprobs > 0.
+//     other than the four above (item_reference, hosted tool calls), background: true,
+//     conversation, text.format other than "text", top_logprobs > 0.
 //
 // Response mapping: output items in the order the model produced them: a reasoning item
 // (content [{type:"reasoning_text"}], summary []), a message item (one output_text part),

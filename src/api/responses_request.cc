@@ -175,6 +175,28 @@ MaybeError ReadInput(const Json& body, std::vector<Message>* out) {
   return std::nullopt;
 }
 
+MaybeError ReadFunctionTool(const Json& t, const std::string& path, std::vector<Tool>* out) {
+  std::optional<std::string> name, description;
+  if (auto e = ReadString(t, "name", &name, path)) return e;
+  if (!name || name->empty()) return FieldError(FieldPath(path, "name"), "is required");
+  for (const Tool& declared : *out) {
+    if (declared.name == *name) return FieldError(FieldPath(path, "name"), Quote(*name) + " is declared twice");
+  }
+  if (auto e = ReadString(t, "description", &description, path)) return e;
+  std::optional<bool> strict;
+  if (auto e = ReadBool(t, "strict", &strict, path)) return e;  // accepted; not enforced
+  Tool tool{*name, description.value_or(""), kEmptyParameters};
+  if (const Json* params = FindField(t, "parameters")) {
+    if (!params->is_object()) return FieldError(FieldPath(path, "parameters"), "must be a JSON schema object");
+    tool.parameters = DumpJson(*params);
+  }
+  out->push_back(std::move(tool));
+  return std::nullopt;
+}
+
+// Function tools, also inside a namespace (a named group of them; its functions are
+// declared by their own names). Other types are tools the API's host runs (web_search,
+// file_search, ...) or freeform ones: dropped, as clients such as Codex send them always.
 MaybeError ReadTools(const Json& body, std::vector<Tool>* out) {
   const Json* tools = FindField(body, "tools");
   if (tools == nullptr) return std::nullopt;
@@ -183,28 +205,26 @@ MaybeError ReadTools(const Json& body, std::vector<Tool>* out) {
     const Json& t = (*tools)[i];
     const std::string path = IndexPath("tools", i);
     if (!t.is_object()) return FieldError(path, "must be an object");
-    std::optional<std::string> type, name, description;
+    std::optional<std::string> type;
     if (auto e = ReadString(t, "type", &type, path)) return e;
-    if (type != "function") {
-      return FieldError(FieldPath(path, "type"), "must be \"function\" (got " + Quote(type.value_or("")) +
-                                                     "): hearth runs no hosted tools");
+    if (!type) return FieldError(FieldPath(path, "type"), "is required");
+    if (*type == "function") {
+      if (auto e = ReadFunctionTool(t, path, out)) return e;
+      continue;
     }
-    if (auto e = ReadString(t, "name", &name, path)) return e;
-    if (!name || name->empty()) return FieldError(FieldPath(path, "name"), "is required");
-    for (size_t j = 0; j < out->size(); ++j) {
-      if ((*out)[j].name == *name) {
-        return FieldError(FieldPath(path, "name"), Quote(*name) + " is already declared by " + IndexPath("tools", j));
-      }
+    if (*type != "namespace") continue;
+    const Json* inner = FindField(t, "tools");
+    const std::string inner_path = FieldPath(path, "tools");
+    if (inner == nullptr || !inner->is_array()) return FieldError(inner_path, "must be an array");
+    for (size_t j = 0; j < inner->size(); ++j) {
+      const Json& f = (*inner)[j];
+      const std::string f_path = IndexPath(inner_path, j);
+      if (!f.is_object()) return FieldError(f_path, "must be an object");
+      std::optional<std::string> f_type;
+      if (auto e = ReadString(f, "type", &f_type, f_path)) return e;
+      if (f_type.value_or("function") != "function") continue;
+      if (auto e = ReadFunctionTool(f, f_path, out)) return e;
     }
-    if (auto e = ReadString(t, "description", &description, path)) return e;
-    std::optional<bool> strict;
-    if (auto e = ReadBool(t, "strict", &strict, path)) return e;  // accepted; not enforced
-    Tool tool{*name, description.value_or(""), kEmptyParameters};
-    if (const Json* params = FindField(t, "parameters")) {
-      if (!params->is_object()) return FieldError(FieldPath(path, "parameters"), "must be a JSON schema object");
-      tool.parameters = DumpJson(*params);
-    }
-    out->push_back(std::move(tool));
   }
   return std::nullopt;
 }

@@ -87,6 +87,21 @@ TEST(ResponsesRequestTest, AgentTurnMapsEveryItem) {
   EXPECT_EQ(all[4].tool_name, "shell");
 }
 
+// As Codex sends its tools: functions, a namespace grouping more of them, and tools the
+// API's host would run, which a local model cannot.
+TEST(ResponsesRequestTest, NamespacedFunctionsAreToolsAndHostedToolsAreDropped) {
+  ResponsesRequest r = ParseOk(R"({"input": "x", "tools": [
+      {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+      {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents", "tools": [
+        {"type": "function", "name": "close_agent", "strict": false, "parameters": {"type": "object"}}]},
+      {"type": "web_search", "external_web_access": false},
+      {"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}}]})");
+  ASSERT_EQ(r.generation.tools.size(), 2u);
+  EXPECT_EQ(r.generation.tools[0].name, "exec_command");
+  EXPECT_EQ(r.generation.tools[1].name, "close_agent");
+  EXPECT_EQ(r.generation.tools[1].parameters, R"({"type":"object"})");
+}
+
 TEST(ResponsesRequestTest, StringInputIsOneUserMessage) {
   ResponsesRequest r = ParseOk(R"({"model": "m", "input": "hello"})");
   ASSERT_EQ(r.generation.messages.size(), 1u);
@@ -139,7 +154,8 @@ TEST(ResponsesRequestTest, BadInputNamesTheField) {
       {R"({"input": [{"type": "function_call_output", "call_id": "c"}]})", "input[0].output"},
       {R"({"input": [{"type": "item_reference", "id": "msg_1"}]})", "input[0].type"},
       {R"({"input": [{"type": "web_search_call", "id": "ws_1"}]})", "input[0].type"},
-      {R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type"},
+      {R"({"input": "x", "tools": [{"name": "f"}]})", "tools[0].type"},
+      {R"({"input": "x", "tools": [{"type": "namespace", "name": "ns"}]})", "tools[0].tools"},
       {R"({"input": "x", "tools": [{"type": "function"}]})", "tools[0].name"},
       {R"({"input": "x", "tool_choice": {"type": "function", "name": "nope"}})", "tool_choice.name"},
       {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
