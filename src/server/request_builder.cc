@@ -26,19 +26,17 @@ engine::ChatMessage ToEngine(const api::Message& m) {
 // Many templates (Qwen's among them) accept a system message only at the start, while
 // clients send system turns mid-conversation (Claude Code does). When the template refuses
 // them, each such turn becomes a user turn holding its text in <system-reminder> tags, in
-// place, so that the next request's prompt still shares this one's prefix. Returns
-// whether any message changed.
+// place, so that the next request's prompt still shares this one's prefix. Only the first
+// message stays a system one: such templates refuse a second even right after it (Codex
+// sends two developer messages first). Returns whether any message changed.
 bool DemoteLateSystemMessages(std::vector<engine::ChatMessage>* messages) {
-  bool leading = true;
   bool changed = false;
-  for (auto& m : *messages) {
-    if (m.role != "system") {
-      leading = false;
-    } else if (!leading) {
-      m.role = "user";
-      m.content = "<system-reminder>\n" + m.content + "\n</system-reminder>";
-      changed = true;
-    }
+  for (size_t i = 1; i < messages->size(); ++i) {
+    engine::ChatMessage& m = (*messages)[i];
+    if (m.role != "system") continue;
+    m.role = "user";
+    m.content = "<system-reminder>\n" + m.content + "\n</system-reminder>";
+    changed = true;
   }
   return changed;
 }
