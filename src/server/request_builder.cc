@@ -26,19 +26,17 @@ engine::ChatMessage ToEngine(const api::Message& m) {
 // Many templates (Qwen's among them) accept a system message only at the start, while
 // clients send system turns mid-conversation (Claude Code does). When the template refuses
 // them, each such turn becomes a user turn holding its text in <system-reminder> tags, in
-// place, so that the next request's prompt still shares this one's prefix. Returns
-// whether any message changed.
+// place, so that the next request's prompt still shares this one's prefix. Only the first
+// message stays a system one: such templates refuse a second even right after it (Codex
+// sends two developer messages first). Returns whether any message changed.
 bool DemoteLateSystemMessages(std::vector<engine::ChatMessage>* messages) {
-  bool leading = true;
   bool changed = false;
-  for (auto& m : *messages) {
-    if (m.role != "system") {
-      leading = false;
-    } else if (!leading) {
-      m.role = "user";
-      m.content = "<system-reminder>\n" + m.content + "\n</system-reminder>";
-      changed = true;
-    }
+  for (size_t i = 1; i < messages->size(); ++i) {
+    engine::ChatMessage& m = (*messages)[i];
+    if (m.role != "system") continue;
+    m.role = "user";
+    m.content = "<system-reminder>\n" + m.content + "\n</system-reminder>";
+    changed = true;
   }
   return changed;
 }
@@ -258,10 +256,11 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
     // Anthropic clients send a model-wide default (Claude Code: 32000) rather than a
     // per-request wish, so there it is a cap; OpenAI callers get the error.
     if (*request.max_tokens > room && request.flavor != api::Flavor::kAnthropic) {
-      return BadRequest("max_tokens is " + std::to_string(*request.max_tokens) + " but the prompt has " +
+      const std::string field = request.flavor == api::Flavor::kOpenAIResponses ? "max_output_tokens" : "max_tokens";
+      return BadRequest(field + " is " + std::to_string(*request.max_tokens) + " but the prompt has " +
                             std::to_string(n_prompt) + " tokens and the context holds " + std::to_string(n_ctx_) +
                             ", leaving room for " + std::to_string(room),
-                        "max_tokens");
+                        field);
     }
     out.task.max_tokens = std::min(*request.max_tokens, room);
   } else {

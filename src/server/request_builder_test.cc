@@ -162,6 +162,22 @@ TEST_F(RequestBuilderTest, LateSystemTurnBecomesAReminderInPlace) {
   EXPECT_LT(user, reminder) << "the turn stays where it was sent";
 }
 
+// Codex sends two developer (system) messages before the first user turn; Qwen's
+// template refuses the second there too.
+TEST_F(RequestBuilderTest, SecondLeadingSystemMessageBecomesAReminder) {
+  api::GenerationRequest r;
+  r.messages.push_back({.role = "system", .content = "You are a coding agent."});
+  r.messages.push_back({.role = "system", .content = "<skills>none</skills>"});
+  r.messages.push_back({.role = "user", .content = "say hi"});
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
+  const std::string& prompt = std::get<BuildResult>(built).prompt_text;
+  const size_t reminder = prompt.find("<|im_start|>user\n<system-reminder>\n<skills>none</skills>\n</system-reminder>");
+  ASSERT_NE(reminder, std::string::npos) << prompt;
+  EXPECT_LT(prompt.find("You are a coding agent."), reminder);
+  EXPECT_LT(reminder, prompt.find("say hi"));
+}
+
 TEST_F(RequestBuilderTest, EmptyRawPromptIs400) {
   api::GenerationRequest r = Raw("");
   auto built = builder_->Build(r);
