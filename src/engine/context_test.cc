@@ -243,7 +243,7 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
   EXPECT_TRUE(LogitsClose(Cold(3, tokens), Cold(0, tokens)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ContextTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Models, ContextTest, ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next"),
                          [](const auto& p) { return std::string(p.param); });
 
 TEST(ContextOptionsTest, ValidateNamesTheBadField) {

@@ -1,6 +1,6 @@
 // Warm equals cold: a prompt resumed from the prefix cache, from each tier, gives the
-// same logits as a full recompute of the same tokens, on the hybrid, the MoE hybrid and
-// the attention-only test models.
+// same logits as a full recompute of the same tokens, on every family's test model:
+// Gated DeltaNet hybrids (qwen35, qwen35moe, qwen3next) and attention only (qwen3).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -170,7 +170,8 @@ TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
   EXPECT_TRUE(Close(Cold(p3), warm3));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next"),
                          [](const auto& p) { return std::string(p.param); });
 
 }  // namespace
