@@ -38,10 +38,12 @@ namespace hearth::mkmodel {
 // qwen3: Qwen3, attention only.
 // qwen3next: Qwen3-Next, the other Gated DeltaNet hybrid: the same 3:1 layer pattern as
 //            qwen35 with MoE FFNs, plain NeoX RoPE and the Qwen2/Qwen3 tokenizer.
-enum class Arch { kQwen35, kQwen35Moe, kQwen3, kQwen3Next };
+// gemma4: Gemma 4, dense: sliding-window attention layers interleaved with global ones.
+enum class Arch { kQwen35, kQwen35Moe, kQwen3, kQwen3Next, kGemma4 };
 
 // Every Arch, in the order ParseArch lists them.
-inline constexpr Arch kAllArchs[] = {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3, Arch::kQwen3Next};
+inline constexpr Arch kAllArchs[] = {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3, Arch::kQwen3Next,
+                                     Arch::kGemma4};
 
 // tiny: 4 layers, width 128, ~40-50 MB; for tests (loads in ~0.3 s, most of it the
 //       tokenizer; decodes ~600 tokens/s on one core).

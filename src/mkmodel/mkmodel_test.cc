@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -136,6 +137,27 @@ TEST(MkmodelTest, SmallQwen3NextHasAboutABillionParameters) {
   const ModelSpec spec = DescribeModel(Arch::kQwen3Next, Preset::kSmall, 151936);
   EXPECT_GT(spec.NumParameters(), 900'000'000u);
   EXPECT_LT(spec.NumParameters(), 1'100'000'000u);
+}
+
+TEST(MkmodelTest, Gemma4InterleavesSlidingAndGlobalLayers) {
+  for (Preset preset : {Preset::kTiny, Preset::kSmall}) {
+    const ModelSpec spec = DescribeModel(Arch::kGemma4, preset, 1000);
+    ASSERT_EQ(spec.bool_array_keys.size(), 1u);
+    EXPECT_EQ(spec.bool_array_keys[0].first, "attention.sliding_window_pattern");
+    const std::vector<bool>& sliding = spec.bool_array_keys[0].second;
+    const int n_global = static_cast<int>(std::count(sliding.begin(), sliding.end(), false));
+    EXPECT_GT(n_global, 0);
+    EXPECT_LT(n_global, static_cast<int>(sliding.size()) / 2 + 1) << "most layers slide";
+    EXPECT_FALSE(sliding.back()) << "the last layer is global, as in the 31B";
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const TensorSpec& t : spec.tensors) shapes[t.name] = t.ne;
+    // Global layers have the larger heads (twice the sliding ones', as in the 31B).
+    const int last = static_cast<int>(sliding.size()) - 1;
+    EXPECT_EQ(shapes[LayerTensorName(last, "attn_q_norm.weight")][0],
+              2 * shapes["blk.0.attn_q_norm.weight"][0]);
+  }
+  EXPECT_EQ(DescribeModel(Arch::kGemma4, Preset::kTiny, 1000).bool_array_keys[0].second,
+            (std::vector<bool>{true, true, true, false}));
 }
 
 TEST(MkmodelTest, DrawsAreSeededFiniteAndInRange) {

@@ -29,6 +29,7 @@ ModelSpec DescribeModel(Arch arch, Preset preset, int64_t n_vocab) {
     case Arch::kQwen35Moe: return DescribeQwen35(/*moe=*/true, preset, n_vocab);
     case Arch::kQwen3: return DescribeQwen3(preset, n_vocab);
     case Arch::kQwen3Next: return DescribeQwen3Next(preset, n_vocab);
+    case Arch::kGemma4: return DescribeGemma4(preset, n_vocab);
   }
   return DescribeQwen3(preset, n_vocab);  // unreachable: every enumerator is handled
 }

@@ -54,6 +54,7 @@ struct ModelSpec {
   std::vector<std::pair<std::string, uint32_t>> u32_keys;
   std::vector<std::pair<std::string, float>> f32_keys;
   std::vector<std::pair<std::string, std::vector<int32_t>>> i32_array_keys;
+  std::vector<std::pair<std::string, std::vector<bool>>> bool_array_keys;
   std::vector<TensorSpec> tensors;
 
   uint64_t NumParameters() const;
@@ -66,6 +67,7 @@ ModelSpec DescribeModel(Arch arch, Preset preset, int64_t n_vocab);
 ModelSpec DescribeQwen35(bool moe, Preset preset, int64_t n_vocab);
 ModelSpec DescribeQwen3(Preset preset, int64_t n_vocab);
 ModelSpec DescribeQwen3Next(Preset preset, int64_t n_vocab);
+ModelSpec DescribeGemma4(Preset preset, int64_t n_vocab);
 
 // Helpers shared by the spec_*.cc files.
 // A weight matrix mapping n_in to n_out (or a stack of n_expert of them), F16, with the
