@@ -194,6 +194,11 @@ llama_context_params LlamaContextParams(const ContextOptions& options) {
   p.n_threads = threads;
   p.n_threads_batch = threads;
   p.kv_unified = true;
+  // A sliding-window layer's cache holds its window per sequence, as llama-server's does
+  // (llama.cpp's default sizes it to the whole context: Gemma 4 31B's 50 sliding layers
+  // would then take about ten times the KV of its 10 global ones). What slides out is
+  // kept only in partial states; Context::TruncateSeq refuses a trim past the window.
+  p.swa_full = false;
   switch (options.flash_attn) {
     case FlashAttn::kAuto: p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO; break;
     case FlashAttn::kOn: p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED; break;

@@ -204,6 +204,51 @@ TEST_F(RequestBuilderTest, ToolsReachThePrompt) {
   EXPECT_NE(std::get<BuildResult>(built).prompt_text.find("get_weather"), std::string::npos);
 }
 
+// A reply to tool results: Gemma 4's history continues the turn that called the tools,
+// so the next request drops this prompt's whole generation prompt ("<|turn>model\n")
+// and resumes from the tool results' end: a state is kept there. Qwen3.5's history
+// reopens an assistant turn as the generation prompt does: no state there.
+api::GenerationRequest AfterToolResults() {
+  api::GenerationRequest r;
+  r.enable_thinking = true;  // Gemma 4's generation prompt is then "<|turn>model\n" alone
+  r.messages.push_back({.role = "user", .content = "Read a."});
+  r.messages.push_back({.role = "assistant",
+                        .content = "Reading it.",
+                        .tool_calls = {{.id = "call-1", .name = "read_file", .arguments = R"({"path":"a"})"}}});
+  r.messages.push_back({.role = "tool", .content = "contents of a", .tool_call_id = "call-1", .tool_name = "read_file"});
+  r.tools.push_back({"read_file", "Reads a file.", R"({"type":"object","properties":{"path":{"type":"string"}}})"});
+  return r;
+}
+
+std::vector<int32_t> SnapshotsAfterToolResults(std::string_view arch, std::vector<engine::Token>* prompt) {
+  const engine::Model* model = testing::LoadTestModel(arch);
+  const engine::ChatTemplate* tmpl = testing::LoadTestTemplate(arch);
+  if (model == nullptr || tmpl == nullptr) return {};
+  RequestBuilder builder(*model, *tmpl, 4096, "test");
+  auto built = builder.Build(AfterToolResults());
+  if (!std::holds_alternative<BuildResult>(built)) return {};
+  *prompt = std::get<BuildResult>(built).task.prompt;
+  return std::get<BuildResult>(built).task.snapshot_positions;
+}
+
+TEST(RequestBuilderFamiliesTest, AStateAtTheToolResultsEndWhereHistoryContinuesTheTurn) {
+  std::vector<engine::Token> prompt;
+  const std::vector<int32_t> gemma = SnapshotsAfterToolResults("gemma4", &prompt);
+  ASSERT_FALSE(gemma.empty());
+  const engine::Model* model = testing::LoadTestModel("gemma4");
+  const std::string before_last =
+      model->Detokenize(std::span(prompt).subspan(0, static_cast<size_t>(gemma[gemma.size() - 2])), true);
+  EXPECT_TRUE(before_last.ends_with("Reading it.<turn|>\n")) << before_last;
+  EXPECT_EQ(gemma.back(), static_cast<int32_t>(prompt.size()));
+
+  const std::vector<int32_t> qwen = SnapshotsAfterToolResults("qwen35", &prompt);
+  ASSERT_GE(qwen.size(), 2u);
+  const engine::Model* qwen_model = testing::LoadTestModel("qwen35");
+  const std::string qwen_before_last =
+      qwen_model->Detokenize(std::span(prompt).subspan(0, static_cast<size_t>(qwen[qwen.size() - 2])), true);
+  EXPECT_TRUE(qwen_before_last.ends_with("<|im_start|>assistant\n")) << qwen_before_last;
+}
+
 // States are kept at the end of every message but the last (the generation start, a few
 // tokens later, serves what follows it), at the generation start and at the prompt's end.
 TEST_F(RequestBuilderTest, SnapshotPositionsAreMessageEndsAndTheGenerationStart) {
