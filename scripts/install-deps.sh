@@ -4,8 +4,9 @@
 #  - Debian (and its derivatives: dpkg-query is there): the Debian packages, as root
 #    (otherwise it prints the apt-get line to run); Node.js: the node on PATH when it is
 #    new enough, else the npm package `node`, pinned, into the build cache (~/.cache/hearth).
-#  - macOS: the same libraries and tools from Homebrew (brew install), and Homebrew's node
-#    when no node on PATH is new enough; the compiler comes with Xcode's Command Line Tools.
+#  - macOS: the same libraries and tools from Homebrew (brew install), Homebrew's node
+#    when no node on PATH is new enough and its chromium (a cask) when neither it nor
+#    Google Chrome is there; the compiler comes with Xcode's Command Line Tools.
 #  - any other system: checks the tools and libraries it can see (commands, pkg-config
 #    modules) and, when one is missing, says what to install (with the package names of
 #    Fedora and Arch as examples) and exits 1.
@@ -68,6 +69,13 @@ install_brew() {
     echo "install-deps: brew install ${missing[*]:-}" >&2
     brew install ${missing[@]+"${missing[@]}"}
   fi
+  # The web page's test (tests/web/) drives a headless Chromium: Homebrew's cask, unless a
+  # chromium or Google Chrome is there already.
+  if [[ -z ${HEARTH_CHROMIUM:-} ]] && ! command -v chromium >/dev/null 2>&1 &&
+     [[ ! -x "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome" ]]; then
+    echo "install-deps: brew install --cask chromium" >&2
+    brew install --cask chromium
+  fi
 }
 
 explain_other() {
@@ -75,6 +83,7 @@ explain_other() {
   for tool in "${tools[@]}" jq:jq curl:curl shellcheck:shellcheck; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool%%:*}")
   done
+  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
   local modules=(gtest gmock CLI11 libxxhash libzstd re2 libcrypto) libs=()
   for m in "${modules[@]}"; do
     if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists "$m"; then libs+=("$m"); fi
@@ -87,10 +96,10 @@ explain_other() {
     [[ ${#libs[@]} -eq 0 ]] || echo "  libraries (pkg-config names, with their headers): ${libs[*]:-}"
     echo "  (optional: Google Benchmark, gnuplot for plots, clang with libFuzzer for make fuzz)"
     echo "install-deps: for example, the whole list on Fedora:"
-    echo "  dnf install cmake gcc-c++ make pkgconf-pkg-config git nodejs npm jq curl ShellCheck gtest-devel gmock-devel"
+    echo "  dnf install cmake gcc-c++ make pkgconf-pkg-config git nodejs npm jq curl ShellCheck chromium gtest-devel gmock-devel"
     echo "      cli11-devel xxhash-devel libzstd-devel re2-devel openssl-devel google-benchmark-devel gnuplot clang compiler-rt"
     echo "install-deps: on Arch:"
-    echo "  pacman -S cmake gcc make pkgconf git nodejs npm jq curl shellcheck gtest cli11 xxhash zstd re2 openssl"
+    echo "  pacman -S cmake gcc make pkgconf git nodejs npm jq curl shellcheck chromium gtest cli11 xxhash zstd re2 openssl"
     echo "      benchmark gnuplot clang compiler-rt"
   } >&2
   exit 1

@@ -30,7 +30,7 @@ machine() {
 # run_on DIR: install-deps.sh with only DIR on PATH and an empty build cache; sets out and rc.
 run_on() {
   rc=0
-  out=$(PATH=$1 HEARTH_CACHE=$work/cache HOMEBREW_PREFIX=$work/no-brew /bin/bash "$root/scripts/install-deps.sh" 2>&1) || rc=$?
+  out=$(PATH=$1 HEARTH_CACHE=$work/cache HOMEBREW_PREFIX=$work/no-brew HEARTH_CHROMIUM="" /bin/bash "$root/scripts/install-deps.sh" 2>&1) || rc=$?
 }
 has() { [[ $out == *"$1"* ]]; }
 node22='echo v22.5.0'
@@ -60,7 +60,7 @@ rm -f "$log"
 # macOS with Homebrew: the formulas not installed yet, no node while PATH's is new enough.
 brew="case \"\$1\" in list) grep -qx \"\$3\" $work/brewed ;; install) echo brew \$* >>$log ;; esac"
 printf '%s\n' cmake pkgconf zstd openssl@3 gnuplot jq >"$work/brewed"
-dir=$(machine mac Darwin brew="$brew" c++=: git=: make=: node="$node22")
+dir=$(machine mac Darwin brew="$brew" c++=: git=: make=: node="$node22" chromium=:)
 run_on "$dir"
 check "macOS: exits 0" "$rc" "$out"
 [[ $(cat "$log") == "brew install googletest cli11 xxhash re2 google-benchmark shellcheck" ]]
@@ -68,8 +68,9 @@ check "macOS: brew installs the missing formulas" $? "$(cat "$log")"
 rm -f "$log"
 dir=$(machine mac-oldnode Darwin brew="$brew" c++=: git=: make=: node='echo v18.19.0')
 run_on "$dir"
-[[ $(cat "$log") == "brew install googletest cli11 xxhash re2 google-benchmark shellcheck node" ]]
-check "macOS, node 18 on PATH: brew installs node too" $? "$(cat "$log")"
+[[ $(cat "$log") == "brew install googletest cli11 xxhash re2 google-benchmark shellcheck node
+brew install --cask chromium" ]]
+check "macOS, node 18 and no chromium: brew installs both" $? "$(cat "$log")"
 rm -f "$log"
 
 # macOS without Homebrew: told so, exit 1.
@@ -82,11 +83,11 @@ has "Homebrew"; check "macOS without brew: names Homebrew" $? "$out"
 dir=$(machine fedora Linux node="$node22")
 run_on "$dir"
 check "other Linux: exits 1" "$((rc != 1))" "$out"
-has "commands: cmake g++ make pkg-config git npm jq curl shellcheck"; check "other Linux: names the commands" $? "$out"
+has "commands: cmake g++ make pkg-config git npm jq curl shellcheck chromium"; check "other Linux: names the commands" $? "$out"
 has "libraries (pkg-config names, with their headers): gtest gmock CLI11 libxxhash libzstd re2 libcrypto"
 check "other Linux: names the libraries" $? "$out"
 # ... and with everything there it goes on, quietly.
-dir=$(machine fedora-ready Linux node="$node22" cmake=: g++=: make=: pkg-config=: git=: npm=: jq=: curl=: shellcheck=:)
+dir=$(machine fedora-ready Linux node="$node22" cmake=: g++=: make=: pkg-config=: git=: npm=: jq=: curl=: shellcheck=: chromium-browser=:)
 run_on "$dir"
 check "other Linux, all there: exits 0" "$rc" "$out"
 
