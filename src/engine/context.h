@@ -51,7 +51,7 @@ struct ContextOptions {
   int n_batch = 512;     // most tokens one Decode may carry
   int n_ubatch = 512;    // physical micro-batch
   int n_seq_max = 4;     // sequence slots, ids [0, n_seq_max)
-  int n_threads = 0;     // 0: hardware threads
+  int n_threads = 0;     // 0: as llama-server, the cores useful for math (performance cores)
   FlashAttn flash_attn = FlashAttn::kAuto;
   std::string type_k = "f16";  // KV cache element types, one of KvCacheTypes()
   std::string type_v = "f16";  // a quantized V needs flash attention (kAuto turns it on)
