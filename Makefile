@@ -1,6 +1,6 @@
 # hearth: the two commands that matter are `make demo` and `make test`.
 BUILD     ?= build
-JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+JOBS      ?= $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 MODELS    ?= $(BUILD)/models
 HEARTH    := $(BUILD)/src/hearth
 
@@ -11,16 +11,15 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
+# llama.cpp for this machine's backend (HEARTH_BACKEND, HEARTH_RPC: scripts/build-llama.sh).
 llama: deps
 	@bash scripts/build-llama.sh >/dev/null
 
-$(BUILD)/CMakeCache.txt:
-	@$(MAKE) --no-print-directory llama
-	cmake -S . -B $(BUILD) -DHEARTH_LLAMA_PREFIX="$$(bash scripts/build-llama.sh)" >/dev/null
+# Configures each build folder for that llama.cpp, and again when the backend changed.
+configure: llama
+	@bash scripts/configure.sh $(BUILD)
 
-configure: $(BUILD)/CMakeCache.txt
-
-build: llama configure
+build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 models: build
@@ -36,8 +35,7 @@ test: build
 ASAN_BUILD ?= build-asan
 ASAN_TESTS ?=
 test-asan: llama
-	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) -DHEARTH_LLAMA_PREFIX="$$(bash scripts/build-llama.sh)" \
-	  -DHEARTH_SANITIZE=address,undefined >/dev/null
+	@bash scripts/configure.sh $(ASAN_BUILD) -DHEARTH_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0 \
@@ -52,8 +50,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= utf8 json_fields openai_request anthropic_request state_file disk_store stabilizer \
                 detokenizer output_parser request_builder
 fuzz-build: llama
-	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) \
-	  -DHEARTH_LLAMA_PREFIX="$$(bash scripts/build-llama.sh)" -DHEARTH_FUZZ=ON -DHEARTH_BUILD_TESTS=OFF >/dev/null
+	@CC=clang CXX=clang++ bash scripts/configure.sh $(FUZZ_BUILD) -DHEARTH_FUZZ=ON -DHEARTH_BUILD_TESTS=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target hearth_fuzz
 
 fuzz: fuzz-build

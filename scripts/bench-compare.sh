@@ -35,27 +35,30 @@ fi
 
 pids=()
 stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
+  for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
 }
 trap stop_all EXIT
 
 who=bench-compare
-source "$(dirname "$0")/lib/servers.sh"
+# shellcheck source=lib/servers.sh
+source "$here/lib/servers.sh"
 
 threads=()
 [[ -n "${THREADS:-}" ]] && threads=(-t "$THREADS")
 hearth_port=$(free_port 18080)
 read -r -a extra_hearth_flags <<<"${HEARTH_FLAGS:-}"
-hearth_flags=(-c "$ctx" -P "$slots" "${threads[@]}" "${extra_hearth_flags[@]}")
+hearth_flags=(-c "$ctx" -P "$slots" ${threads[@]+"${threads[@]}"} ${extra_hearth_flags[@]+"${extra_hearth_flags[@]}"})
 "$hearth" serve -m "$model" --port "$hearth_port" "${hearth_flags[@]}" >"$out/hearth.log" 2>&1 &
-pids+=($!)
-wait_healthy "http://127.0.0.1:$hearth_port" "${pids[-1]}" "$out/hearth.log"
+pid=$!
+pids+=("$pid")
+wait_healthy "http://127.0.0.1:$hearth_port" "$pid" "$out/hearth.log"
 
 llama_port=$(free_port $((hearth_port + 1)))
 CTX=$ctx SLOTS=$slots bash "$here/start-llama-server.sh" "$model" "$llama_port" >"$out/llama-server.log" 2>&1 &
-pids+=($!)
-wait_healthy "http://127.0.0.1:$llama_port" "${pids[-1]}" "$out/llama-server.log"
+pid=$!
+pids+=("$pid")
+wait_healthy "http://127.0.0.1:$llama_port" "$pid" "$out/llama-server.log"
 llama_cmd=$(sed -n 's/^start-llama-server: //p' "$out/llama-server.log" | head -1)
 
 hearth_url=http://127.0.0.1:$hearth_port
@@ -79,8 +82,9 @@ if [[ "${STABILIZE:-1}" == 1 ]]; then
   stab_port=$(free_port $((llama_port + 1)))
   "$hearth" serve -m "$model" --port "$stab_port" "${hearth_flags[@]}" --stabilize uuid,timestamp \
     >"$out/hearth-stabilize.log" 2>&1 &
-  pids+=($!)
-  wait_healthy "http://127.0.0.1:$stab_port" "${pids[-1]}" "$out/hearth-stabilize.log"
+  pid=$!
+  pids+=("$pid")
+  wait_healthy "http://127.0.0.1:$stab_port" "$pid" "$out/hearth-stabilize.log"
   echo "bench-compare: volatile scenario against hearth --stabilize uuid,timestamp" >&2
   "$hearth" bench "http://127.0.0.1:$stab_port" --label "hearth-stabilize" --scenario volatile \
     "${common[@]}" --env "stabilize=uuid,timestamp" --out "$out/volatile-stabilize" "$@" | tee "$out/volatile-stabilize.txt"

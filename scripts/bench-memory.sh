@@ -4,10 +4,13 @@
 # same cache directory and the same sessions again.
 # Usage: HEARTH=build/src/hearth MODEL=small-qwen35.gguf OUT=dir scripts/bench-memory.sh
 # Samples the server's resident memory and the cache directory's size every 0.5 s
-# (OUT/rss-N.txt: time, VmRSS KiB, cache dir KiB); restore speeds are in the server's
+# (OUT/rss-N.txt: time, resident KiB, cache dir KiB); restore speeds are in the server's
 # per-request log lines (OUT/serve-N.log: tier, ms, MiB).
 set -euo pipefail
+# shellcheck source=lib/hearth-serve.sh
 source "$(dirname "$0")/lib/hearth-serve.sh"
+# shellcheck source=lib/host.sh
+source "$(dirname "$0")/lib/host.sh"
 hearth=${HEARTH:-build/src/hearth}
 model=${MODEL:?set MODEL to a model file (hearth mkmodel --preset small)}
 out=${OUT:-bench-results/memory}
@@ -21,7 +24,7 @@ for run in 1 2; do
   start_hearth "$out/serve-$run.out" "$out/serve-$run.log" -m "$model" -t 2 -c 8192 -P 2 --cache-seqs 2 \
     --cache-ram 256 --cache-dir "$cache_dir" --cache-disk 512 -v
   ( while kill -0 "$server_pid" 2>/dev/null; do
-      echo "$(date +%s.%N) $(awk '/VmRSS/{print $2}' "/proc/$server_pid/status" 2>/dev/null) $(du -sk "$cache_dir" | cut -f1)"
+      echo "$(now_seconds) $(rss_kib "$server_pid") $(du -sk "$cache_dir" | cut -f1)"
       sleep 0.5
     done ) >"$out/rss-$run.txt" &
   "$hearth" bench "http://127.0.0.1:$port" --scenario interleaved --sessions 6 --turns 3 --max-tokens 8 \

@@ -33,25 +33,28 @@ model=${MODEL:-$out/$preset-qwen35.gguf}
 
 pids=()
 stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
+  for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
   pids=()
 }
 trap stop_all EXIT
 who=bench-pressure
-source "$(dirname "$0")/lib/servers.sh"
+# shellcheck source=lib/servers.sh
+source "$here/lib/servers.sh"
 
 # Fresh servers for each run, so one run's cache does not carry into the next.
 start_servers() {  # TAG
   hearth_port=$(free_port 18280)
   "$hearth" serve -m "$model" --port "$hearth_port" -c "$ctx" -P "$slots" ${THREADS:+-t "$THREADS"} \
     >"$out/hearth-$1.log" 2>&1 &
-  pids+=($!)
-  wait_healthy "http://127.0.0.1:$hearth_port" "${pids[-1]}" "$out/hearth-$1.log"
+  pid=$!
+  pids+=("$pid")
+  wait_healthy "http://127.0.0.1:$hearth_port" "$pid" "$out/hearth-$1.log"
   llama_port=$(free_port $((hearth_port + 1)))
   CTX=$ctx SLOTS=$slots THREADS=${THREADS:-} bash "$here/start-llama-server.sh" "$model" "$llama_port" >"$out/llama-server-$1.log" 2>&1 &
-  pids+=($!)
-  wait_healthy "http://127.0.0.1:$llama_port" "${pids[-1]}" "$out/llama-server-$1.log"
+  pid=$!
+  pids+=("$pid")
+  wait_healthy "http://127.0.0.1:$llama_port" "$pid" "$out/llama-server-$1.log"
 }
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo -dirty)
 run_bench() {  # TAG GRID [flags...]

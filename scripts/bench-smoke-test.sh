@@ -4,6 +4,7 @@
 # Usage: bench-smoke-test.sh HEARTH MODEL.gguf
 set -euo pipefail
 hearth=$1 model=$2
+# shellcheck source=lib/hearth-serve.sh
 source "$(dirname "$0")/lib/hearth-serve.sh"
 work=$(mktemp -d)
 server_pid=

@@ -4,28 +4,50 @@
 # node-llama-cpp ships as a git bundle. The result lives outside the repository, keyed by
 # version and backend, so only the first build on a machine pays for it.
 #
-# Usage: scripts/build-llama.sh            prints the prefix on its last line
-# Env:   HEARTH_BACKEND=cpu|cuda|metal|vulkan   (default cpu)
+# Usage: scripts/build-llama.sh                 builds (once); prints the prefix on its last line
+#        scripts/build-llama.sh --print-prefix  prints the prefix it would use; builds nothing
+#        scripts/build-llama.sh --dry-run       prints backend, prefix and CMake flags; builds nothing
+# Env:   HEARTH_BACKEND=cpu|metal|cuda|vulkan   default: chosen for the machine (Metal on Apple
+#                                               Silicon, CUDA where nvcc and a GPU are found, else
+#                                               CPU: scripts/lib/backend.sh)
+#        HEARTH_RPC=1                            also ggml's RPC backend and its ggml-rpc-server
+#                                               (for `hearth serve --rpc`), in its own prefix
 #        HEARTH_CACHE=dir                        (default ~/.cache/hearth)
-#        HEARTH_JOBS=n                           (default nproc)
+#        HEARTH_JOBS=n                           (default: the cores)
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib/backend.sh
+source "$here/lib/backend.sh"
+# shellcheck source=lib/host.sh
+source "$here/lib/host.sh"
 
 readonly NLC_VERSION=3.21.1
-backend=${HEARTH_BACKEND:-cpu}
-cache=${HEARTH_CACHE:-$HOME/.cache/hearth}
-jobs=${HEARTH_JOBS:-$(nproc 2>/dev/null || echo 2)}
-prefix="$cache/llama-$NLC_VERSION-$backend"
-
-case "$backend" in
-  cpu)    backend_flags=() ;;
-  cuda)   backend_flags=(-DGGML_CUDA=ON) ;;
-  metal)  backend_flags=(-DGGML_METAL=ON) ;;
-  vulkan) backend_flags=(-DGGML_VULKAN=ON) ;;
-  *) echo "build-llama: unknown HEARTH_BACKEND '$backend' (cpu, cuda, metal, vulkan)" >&2; exit 2 ;;
+mode=build
+case ${1:-} in
+  "") ;;
+  --print-prefix) mode=print-prefix ;;
+  --dry-run) mode=dry-run ;;
+  *) echo "build-llama: unknown argument '$1' (--print-prefix, --dry-run)" >&2; exit 2 ;;
 esac
+backend=$(choose_backend)
+cache=${HEARTH_CACHE:-$HOME/.cache/hearth}
+jobs=${HEARTH_JOBS:-$(cpu_count)}
+prefix=$(llama_prefix "$cache" "$NLC_VERSION" "$backend")
+backend_cmake_flags "$backend"
 
 # What to build; the stamp records it, so adding a target here rebuilds incrementally.
 targets=(llama llama-common cpp-httplib llama-server llama-cli llama-completion llama-bench)
+if [[ ${HEARTH_RPC:-0} == 1 ]]; then targets+=(ggml-rpc-server); fi
+case $mode in
+  print-prefix) echo "$prefix"; exit 0 ;;
+  dry-run)
+    echo "backend: $backend"
+    echo "prefix: $prefix"
+    echo "cmake flags: ${backend_flags[*]}"
+    echo "targets: ${targets[*]}"
+    exit 0
+    ;;
+esac
 stamp="$prefix/.built"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "${targets[*]}" ]]; then
   echo "$prefix"
@@ -41,7 +63,7 @@ if [[ ! -f "$prefix/src/CMakeLists.txt" ]]; then
   trap 'rm -rf "$tmp"' EXIT
   log "fetching node-llama-cpp@$NLC_VERSION from npm"
   (cd "$tmp" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null)
-  tar -xzf "$tmp"/node-llama-cpp-$NLC_VERSION.tgz -C "$tmp" package/llama/gitRelease.bundle
+  tar -xzf "$tmp/node-llama-cpp-$NLC_VERSION.tgz" -C "$tmp" package/llama/gitRelease.bundle
   rm -rf "$prefix/src"
   git clone --quiet "$tmp/package/llama/gitRelease.bundle" "$prefix/src.tmp" 2>/dev/null \
     || git clone --quiet "$tmp/package/llama/gitRelease.bundle" "$prefix/src.tmp"
@@ -49,15 +71,15 @@ if [[ ! -f "$prefix/src/CMakeLists.txt" ]]; then
 fi
 
 if [[ ! -f "$prefix/build/CMakeCache.txt" ]]; then
-log "configuring llama.cpp ($backend) in $prefix/build"
-cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release \
-  -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
-  -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
-  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_TOOLS_INSTALL=OFF -DLLAMA_ALL_WARNINGS=OFF \
-  "${backend_flags[@]}" >"$prefix/configure.log" 2>&1 \
-  || { log "configure failed, see $prefix/configure.log"; rm -f "$prefix/build/CMakeCache.txt"; exit 1; }
+  log "configuring llama.cpp ($backend) in $prefix/build"
+  cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
+    -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_TOOLS_INSTALL=OFF -DLLAMA_ALL_WARNINGS=OFF \
+    "${backend_flags[@]}" >"$prefix/configure.log" 2>&1 \
+    || { log "configure failed, see $prefix/configure.log"; rm -f "$prefix/build/CMakeCache.txt"; exit 1; }
 fi
 
 log "building with $jobs jobs (first time only; takes a while on few cores)"

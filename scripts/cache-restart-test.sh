@@ -5,6 +5,7 @@
 # Usage: cache-restart-test.sh HEARTH MODEL.gguf
 set -euo pipefail
 hearth=$1 model=$2
+# shellcheck source=lib/hearth-serve.sh
 source "$(dirname "$0")/lib/hearth-serve.sh"
 work=$(mktemp -d)
 server_pid=
@@ -65,7 +66,7 @@ turn_after() {
   serve
   local disk_before
   disk_before=$(disk_bytes)  # the earlier conversations' states, loaded from disk
-  local first=(); local m1="[{\"role\": \"system\", \"content\": \"You are terse. Conversation $tag.\"},
+  local m1="[{\"role\": \"system\", \"content\": \"You are terse. Conversation $tag.\"},
                               {\"role\": \"user\", \"content\": \"Name three rivers of $tag.\"}]"
   local r1 prompt1 reply
   r1=$(chat "$m1")

@@ -20,11 +20,14 @@ hearth=$1 model=$2 loops=${3:-100}
 seed=${CRASH_LOOP_SEED:-$RANDOM}
 sabotage=${CRASH_LOOP_SABOTAGE:-0}
 RANDOM=$seed
+# shellcheck source=lib/hearth-serve.sh
 source "$(dirname "$0")/lib/hearth-serve.sh"
+# shellcheck source=lib/host.sh
+source "$(dirname "$0")/lib/host.sh"
 work=$(mktemp -d)
 states=$work/states
 mkdir -p "$work/ref"
-server_pid= ref_pid= ref_port=
+server_pid="" ref_pid="" ref_port=""
 cleanup() {
   [[ -n "$server_pid" ]] && kill -9 "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   [[ -n "$ref_pid" ]] && kill -9 "$ref_pid" 2>/dev/null && wait "$ref_pid" 2>/dev/null
@@ -35,8 +38,8 @@ die() { echo "crash_loop: $*" >&2; exit 1; }
 flags=(-m "$model" -t 1 -c 4096 -P 2 --cache-seqs 2)
 
 n_convs=4 max_turns=5
-declare -A turn  # conversation -> the turn its next check asks for
-for c in $(seq 0 $((n_convs - 1))); do turn[$c]=1; done
+turn=()  # conversation -> the turn its next check asks for
+for c in $(seq 0 $((n_convs - 1))); do turn[c]=1; done
 
 # messages C K: conversation C up to its user turn K, earlier replies from the reference.
 messages() {
@@ -80,8 +83,9 @@ for loop in $(seq 1 "$loops"); do
   if [[ $sabotage == 1 && -d $states ]]; then
     for f in "$states"/states-*/*.state; do
       [[ -f $f ]] || continue
-      size=$(stat -c %s "$f")  # a header is a few hundred bytes: this is payload
-      head -c $((size - size / 3)) /dev/urandom | dd of="$f" bs=4096 seek=$((size / 3)) oflag=seek_bytes conv=notrunc status=none
+      # A header is a few hundred bytes: what follows the first third is payload.
+      size=$(file_size "$f") keep=$((size / 3))
+      { head -c "$keep" "$f"; head -c $((size - keep)) /dev/urandom; } >"$f.sabotage" && mv "$f.sabotage" "$f"
     done
   fi
   if ! start_hearth "$work/serve.out" "$work/serve-$loop.err" "${flags[@]}" --cache-dir "$states" \
@@ -113,7 +117,7 @@ for loop in $(seq 1 "$loops"); do
     quarantined=$n_q
   fi
   [[ $verdict == ok ]] && ((loop_ok++))
-  turn[$c]=$((k % max_turns + 1))
+  turn[c]=$((k % max_turns + 1))
 
   # Load: the next turns of two other conversations (one streamed and cut short), then the
   # kill, either while they run or about a second after the server went idle.
@@ -121,7 +125,7 @@ for loop in $(seq 1 "$loops"); do
   for j in 1 2; do
     c2=$(((c + j) % n_convs)) k2=${turn[$c2]}
     if ((j == 2 && RANDOM % 2 == 0)); then
-      timeout 0.$((RANDOM % 9 + 1)) curl -sN "http://127.0.0.1:$port/v1/chat/completions" \
+      curl -sN --max-time 0.$((RANDOM % 9 + 1)) "http://127.0.0.1:$port/v1/chat/completions" \
         -H 'content-type: application/json' -d "$(body "$(messages "$c2" "$k2")" stream)" >/dev/null 2>&1 &
     else
       curl -s --max-time 60 "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' \
@@ -130,13 +134,14 @@ for loop in $(seq 1 "$loops"); do
     loaders+=($!)
   done
   if ((loop % 2)); then
-    when="serving"; sleep "$((RANDOM % 15)).$((RANDOM % 10))e-1"
+    # Up to 1.5 s, in hundredths (BSD sleep takes a decimal, not an exponent).
+    t=$((RANDOM % 150)); when="serving"; sleep "$((t / 100)).$((t % 100 / 10))$((t % 10))"
   else
-    wait "${loaders[@]}" 2>/dev/null
-    when="idle"; sleep "$((10 + RANDOM % 20))e-1"
+    wait ${loaders[@]+"${loaders[@]}"} 2>/dev/null
+    t=$((10 + RANDOM % 20)); when="idle"; sleep "$((t / 10)).$((t % 10))"
   fi
   kill -9 "$server_pid"; wait "$server_pid" 2>/dev/null; server_pid=
-  wait "${loaders[@]}" 2>/dev/null
+  wait ${loaders[@]+"${loaders[@]}"} 2>/dev/null
   n_files=$(find "$states" -maxdepth 2 -name '*.state' | wc -l)
   echo "crash_loop: loop $loop: conv $c turn $k reused $cached ($tier), killed while $when, $n_files state files: $verdict"
 done

@@ -6,6 +6,7 @@
 # Env:   DEMO_TURNS (default 4)
 set -euo pipefail
 hearth=$1 models=$2 results=$3
+# shellcheck source=lib/hearth-serve.sh
 source "$(dirname "$0")/lib/hearth-serve.sh"
 model="$models/small-qwen35.gguf"
 mkdir -p "$models"

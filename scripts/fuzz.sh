@@ -24,7 +24,7 @@ case $target in
   detokenizer|stabilizer) max_len=4096 ;;
   *) max_len=4096 ;;
 esac
-flags=(-max_len=$max_len -timeout=30 -rss_limit_mb=4096 -print_final_stats=1)
+flags=("-max_len=$max_len" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1)
 case $target in
   openai_request|anthropic_request|json_fields|request_builder) flags+=(-dict="$root/tests/fuzz/json.dict") ;;
 esac

@@ -38,6 +38,6 @@ cmd=("$bin" -m "$model" --host 127.0.0.1 --port "$port"
      -c "${CTX:-16384}" -np "${SLOTS:-2}" --kv-unified
      --jinja --ctx-checkpoints 32 --checkpoint-min-step 8192
      --cache-ram "${CACHE_RAM:-8192}" --cache-idle-slots
-     --metrics "${threads[@]}" "$@")
+     --metrics ${threads[@]+"${threads[@]}"} "$@")
 echo "start-llama-server: ${cmd[*]}" >&2  # scripts/bench-compare.sh records this line
 exec "${cmd[@]}"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that run `hearth serve` for a while (demo, bench smoke test,
 # memory bench). Needs $hearth.
 #
@@ -5,6 +6,7 @@
 # background with stdout in OUT and stderr in ERR, then sets server_pid and port once it
 # says where it listens. Returns 1, with the end of ERR on stderr, when the server exits
 # or has not started within two minutes.
+# shellcheck disable=SC2154  # $hearth is the sourcing script's
 start_hearth() {
   local out=$1 err=$2
   shift 2

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/install-deps.sh and tests/e2e/run.sh: the Node.js the end-to-end
 # tests run on. The pinned SDKs and Claude Code need Node.js 22 or later, and Debian 12
 # ships 18; so when the node on PATH is older, install-deps.sh installs the npm package
@@ -16,10 +17,12 @@ node_major() {
 }
 
 # find_node_dir: prints the folder of a node of version node_min_major or later: the
-# pinned one when it is installed, else the one on PATH. Returns 1 when there is none.
+# pinned one when it is installed, else the one on PATH, else Homebrew's (which an older
+# node earlier on PATH may hide). Returns 1 when there is none.
 find_node_dir() {
   local candidate major
-  for candidate in "$node_pinned_prefix/node_modules/node/bin/node" "$(command -v node 2>/dev/null || true)"; do
+  for candidate in "$node_pinned_prefix/node_modules/node/bin/node" "$(command -v node 2>/dev/null || true)" \
+                   "${HOMEBREW_PREFIX:-/opt/homebrew}/opt/node/bin/node" /usr/local/opt/node/bin/node; do
     [[ -n $candidate && -x $candidate ]] || continue
     major=$(node_major "$candidate")
     if [[ -n $major && $major -ge $node_min_major ]]; then

@@ -1,9 +1,11 @@
+# shellcheck shell=bash
 # Sourced by the scripts that start servers side by side (bench-compare, bench-pressure).
 # Needs $who: the script's name, for messages.
 #
 # free_port START: the first port from START on (200 tried) that nothing listens on.
 # wait_healthy URL PID LOG: waits until URL/health answers; exits the script, with the end
 # of LOG, when PID exits or five minutes pass.
+# shellcheck disable=SC2154  # $who is the sourcing script's
 free_port() {
   local p
   for p in $(seq "$1" $(($1 + 200))); do

@@ -130,7 +130,7 @@ ApiError TextOnlyError(const std::string& path, std::string_view part_type) {
 
 bool IsMediaPartType(std::string_view type) {
   return type == "image_url" || type == "input_image" || type == "image" ||
-         type == "input_audio" || type == "audio" || type == "file" || type == "document" ||
+         type == "input_audio" || type == "audio" || type == "file" || type == "input_file" || type == "document" ||
          type == "video_url";
 }
 

@@ -47,7 +47,7 @@ struct Sampling {
   std::optional<float> repetition_penalty;
 };
 
-enum class Flavor { kOpenAIChat, kOpenAICompletion, kAnthropic };
+enum class Flavor { kOpenAIChat, kOpenAICompletion, kOpenAIResponses, kAnthropic };
 
 // A client's wish to keep the prompt cached through the end of one message (Anthropic
 // cache_control on a block of it; on tools or system: the system turn, message 0).
@@ -131,6 +131,14 @@ struct Delta {
   std::vector<ToolCallDelta> tool_calls;
 };
 
+// Where one request's time went, as the engine measured it (seconds); for /metrics.
+struct Timings {
+  double queued_s = 0;           // from its submission to its (last) admission into a slot
+  double prefill_s = 0;          // from admission to the first token, or to the end if none came
+  double decode_s = 0;           // from the first token to the end; 0 if none came
+  std::optional<double> ttft_s;  // from the HTTP request being read to the first token
+};
+
 struct Completion {
   std::string content;
   std::string reasoning;
@@ -138,6 +146,7 @@ struct Completion {
   FinishReason finish_reason = FinishReason::kStop;
   std::string stop_sequence;  // when finish_reason == kStopSequence
   Usage usage;
+  std::optional<Timings> timings;  // set by the engine when the request ends
 };
 
 // An error as the API front ends report it.

@@ -116,7 +116,7 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--system", flags->system, "optional system message");
   cmd->add_option("-n,--n-predict", flags->n_predict, "tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-c,--ctx-size", flags->n_ctx, "context size");
-  cmd->add_option("-t,--threads", flags->n_threads, "threads (0: all)");
+  cmd->add_option("-t,--threads", flags->n_threads, "threads (0: as llama.cpp picks: performance cores)");
   cmd->add_flag("--no-think", flags->no_think, "render with thinking disabled");
   cmd->add_option("--temp", flags->sampling.temperature, "temperature (0: greedy)");
   cmd->add_option("--top-k", flags->sampling.top_k, "top-k");

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "app/commands.h"
 #include "mkmodel/mkmodel.h"
@@ -14,15 +16,19 @@ struct MkmodelFlags {
   std::string arch = "qwen35";
   std::string preset = "tiny";
   uint64_t seed = 1;
-  std::string vocab;          // empty: llama.cpp's Qwen3.5 vocab
-  std::string chat_template;  // empty: the architecture's own template
+  std::string vocab;          // empty: the family's own (mkmodel::DefaultFiles)
+  std::string chat_template;  // empty: the family's own
   std::string out;
 };
 
-std::string DefaultTemplate(mkmodel::Arch arch) {
-  const char* file = arch == mkmodel::Arch::kQwen3 ? "/templates/Qwen-Qwen3-0.6B.jinja"
-                                                   : "/templates/Qwen3.5-4B.jinja";
-  return std::string(LlamaModelsDir()) + file;
+std::string InModelsDir(std::string_view file) {
+  return std::string(LlamaModelsDir()) + "/" + std::string(file);
+}
+
+std::vector<std::string> ArchNames() {
+  std::vector<std::string> names;
+  for (mkmodel::Arch a : mkmodel::kAllArchs) names.emplace_back(mkmodel::ArchName(a));
+  return names;
 }
 
 [[noreturn]] void Fail(const Status& status) {
@@ -40,10 +46,10 @@ void RunMkmodel(const MkmodelFlags& flags) {
   options.arch = *arch;
   options.preset = *preset;
   options.seed = flags.seed;
-  options.vocab_path =
-      flags.vocab.empty() ? std::string(LlamaModelsDir()) + "/ggml-vocab-qwen35.gguf" : flags.vocab;
+  const mkmodel::FamilyFiles files = mkmodel::DefaultFiles(*arch);
+  options.vocab_path = flags.vocab.empty() ? InModelsDir(files.vocab) : flags.vocab;
   options.template_path =
-      flags.chat_template.empty() ? DefaultTemplate(*arch) : flags.chat_template;
+      flags.chat_template.empty() ? InModelsDir(files.chat_template) : flags.chat_template;
   options.out_path = flags.out;
 
   const auto start = std::chrono::steady_clock::now();
@@ -64,20 +70,21 @@ void RegisterMkmodel(CLI::App& app) {
   auto flags = std::make_shared<MkmodelFlags>();
   CLI::App* cmd = app.add_subcommand(
       "mkmodel", "Write a GGUF model with random weights in a real architecture (for tests)");
-  cmd->add_option("--arch", flags->arch, "qwen35, qwen35moe or qwen3")
-      ->check(CLI::IsMember({"qwen35", "qwen35moe", "qwen3"}))
+  cmd->add_option("--arch", flags->arch, "Architecture (family)")
+      ->check(CLI::IsMember(ArchNames()))
       ->capture_default_str();
-  cmd->add_option("--preset", flags->preset, "tiny (tests) or small (Qwen3.5-0.8B shape)")
+  cmd->add_option("--preset", flags->preset,
+                  "tiny (tests) or small (benchmarks: Qwen3.5-0.8B's shape or the family's nearest)")
       ->check(CLI::IsMember({"tiny", "small"}))
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed; the same seed gives the same file")
       ->capture_default_str();
   cmd->add_option("--vocab", flags->vocab,
-                  "GGUF file whose tokenizer to copy (default: llama.cpp's "
-                  "models/ggml-vocab-qwen35.gguf)");
+                  "GGUF file whose tokenizer to copy (default: the family's own from llama.cpp's "
+                  "models/, e.g. ggml-vocab-qwen35.gguf)");
   cmd->add_option("--template", flags->chat_template,
-                  "Jinja chat template to embed (default: llama.cpp's "
-                  "models/templates/Qwen3.5-4B.jinja, or Qwen-Qwen3-0.6B.jinja for qwen3)");
+                  "Jinja chat template to embed (default: the family's own from llama.cpp's "
+                  "models/templates/, e.g. Qwen3.5-4B.jinja)");
   cmd->add_option("--out", flags->out, "Output .gguf path")->required();
   cmd->callback([flags] { RunMkmodel(*flags); });
 }

@@ -86,7 +86,7 @@ Status SizeContext(ServeFlags& f, const StatusOr<engine::ContextMemory>& memory,
                " free (weights " + FormatBytes(static_cast<double>(p.weights_bytes)) + ", compute " +
                FormatBytes(p.compute_bytes_per_cell * choice.n_ctx) + ")";
     }
-    std::fprintf(stderr, "hearth: memory: KV %s/cell (%s), recurrent %s/sequence (%s for %d)%s\n",
+    std::fprintf(stderr, "hearth: memory: KV %s/cell (%s), recurrent or window state %s/sequence (%s for %d)%s\n",
                  FormatBytes(kv).c_str(), FormatBytes(kv * choice.n_ctx).c_str(), FormatBytes(recurrent).c_str(),
                  FormatBytes(recurrent * n_seq).c_str(), n_seq, pools.c_str());
   }

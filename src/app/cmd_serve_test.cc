@@ -75,6 +75,7 @@ TEST(ServeTest, LlamaServerFlagsReachLlamaCpp) {
   for (const char* want : {"load_mode = none",                       // --no-mmap
                            "n_seq_max             = 3",              // -np 1 and 2 cached sequences
                            "n_ctx                 = 262144",         // -c 0: the training context
+                           "n_batch               = 2048",           // -b unset: llama-server's default
                            "n_ubatch              = 128",            // -ub
                            "flash_attn            = disabled",       // -fa off
                            "K (q8_0)",                               // -ctk

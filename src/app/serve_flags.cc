@@ -93,6 +93,10 @@ std::vector<std::string> ExpandLlamaServerFlags(std::vector<std::string> args) {
 
 void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
   f.engine.n_parallel = 2;
+  // llama-server's batch sizes: a long prompt is prefilled 2048 tokens per engine step (in
+  // micro-batches of 512), which keeps a GPU busy; hearth's other commands keep 512.
+  f.engine.context.n_batch = kLlamaServerBatch;
+  f.engine.context.n_ubatch = kLlamaServerUbatch;
   const char* kModel = "Model and devices";
   const char* kContext = "Context and KV cache";
   const char* kServer = "Server";
@@ -132,7 +136,8 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_option("--ubatch-size", f.engine.context.n_ubatch, "-ub: physical micro-batch")
       ->capture_default_str()
       ->group(kContext);
-  cmd.add_option("-t,--threads", f.engine.context.n_threads, "CPU threads (0: all)")->group(kContext);
+  cmd.add_option("-t,--threads", f.engine.context.n_threads, "CPU threads (0: as llama.cpp picks: performance cores)")
+      ->group(kContext);
   cmd.add_option("--flash-attn", f.flash_attn, "-fa: flash attention: on, off or auto")
       ->capture_default_str()
       ->group(kContext);

@@ -21,6 +21,10 @@
 
 namespace hearth::app {
 
+// llama-server's -b and -ub defaults, hearth serve's too.
+inline constexpr int kLlamaServerBatch = 2048;
+inline constexpr int kLlamaServerUbatch = 512;
+
 struct ServeFlags {
   std::string model_path;
   engine::ModelOptions model;

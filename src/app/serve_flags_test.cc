@@ -62,6 +62,9 @@ TEST(ServeFlagsTest, DefaultsAreLlamaServers) {
   ASSERT_TRUE(Parse({"-m", "model.gguf"}, f).ok());
   EXPECT_EQ(f.model.n_gpu_layers, -1);
   EXPECT_EQ(f.engine.context.flash_attn, engine::FlashAttn::kAuto);
+  EXPECT_EQ(f.engine.context.n_batch, 2048);
+  EXPECT_EQ(f.engine.context.n_ubatch, 512);
+  EXPECT_EQ(f.engine.context.n_threads, 0);  // llama.cpp's choice (LlamaContextParams)
   EXPECT_EQ(f.engine.context.type_k, "f16");
   EXPECT_TRUE(f.model.use_mmap);
   EXPECT_FALSE(f.ctx_size.has_value());

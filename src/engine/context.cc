@@ -173,7 +173,19 @@ Status Context::TruncateSeq(SeqId seq, Pos length) {
     ClearSeq(seq);
     return Status::Ok();
   }
-  if (!llama_memory_seq_rm(llama_get_memory(ctx_.get()), seq, length, -1)) {
+  llama_memory_t mem = llama_get_memory(ctx_.get());
+  // A sliding-window layer keeps only the last n_swa positions: trimmed back past what it
+  // still holds, it would attend over a window with a hole in it, and llama.cpp removes
+  // the positions all the same. The next position, `length`, attends to
+  // [length - n_swa + 1, length); llama_memory_seq_pos_min is the oldest one held.
+  const int n_swa = model_.info().n_swa;
+  const Pos oldest = llama_memory_seq_pos_min(mem, seq);
+  if (n_swa > 0 && length < have && oldest > std::max<Pos>(0, length - n_swa + 1)) {
+    return Unimplemented("sequence " + std::to_string(seq) + " holds its sliding window from position " +
+                         std::to_string(oldest) + " on, so it cannot be trimmed to " + std::to_string(length) +
+                         " (window " + std::to_string(n_swa) + "); restore a state saved at that length");
+  }
+  if (!llama_memory_seq_rm(mem, seq, length, -1)) {
     return Unimplemented("sequence " + std::to_string(seq) + " holds recurrent state at length " +
                          std::to_string(have) + " that cannot be trimmed to " + std::to_string(length) +
                          "; restore a state saved at that length");

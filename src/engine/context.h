@@ -10,6 +10,9 @@
 //     only accepts a sequence's tokens at consecutive positions starting at SeqLength(seq).
 //  2. A recurrent layer's state describes exactly the positions [0, SeqLength(seq)); it
 //     cannot be moved back except by restoring a state saved at the target length.
+//  3. A sliding-window layer holds the KV of the last n_swa positions or more (llama.cpp
+//     drops older ones as their cells are needed); trimming back past what it still holds
+//     is refused like a recurrent trim.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +51,7 @@ struct ContextOptions {
   int n_batch = 512;     // most tokens one Decode may carry
   int n_ubatch = 512;    // physical micro-batch
   int n_seq_max = 4;     // sequence slots, ids [0, n_seq_max)
-  int n_threads = 0;     // 0: hardware threads
+  int n_threads = 0;     // 0: as llama-server, the cores useful for math (performance cores)
   FlashAttn flash_attn = FlashAttn::kAuto;
   std::string type_k = "f16";  // KV cache element types, one of KvCacheTypes()
   std::string type_v = "f16";  // a quantized V needs flash attention (kAuto turns it on)
@@ -122,7 +125,8 @@ class Context {
   // Forgets `seq` entirely. Never fails.
   void ClearSeq(SeqId seq);
   // Removes positions [length, SeqLength(seq)). Errors: kUnimplemented when a recurrent
-  // layer's state lies beyond `length` (restore a state saved at `length` instead); the
+  // layer's state lies beyond `length`, or when a sliding-window layer no longer holds
+  // the window that ends at `length` (restore a state saved at `length` instead); the
   // memory is then unchanged.
   Status TruncateSeq(SeqId seq, Pos length);
   // Makes `dst` a copy of `src` (dst is cleared first). In a unified cache attention cells

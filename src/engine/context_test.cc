@@ -243,7 +243,48 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
   EXPECT_TRUE(LogitsClose(Cold(3, tokens), Cold(0, tokens)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ContextTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Models, ContextTest,
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4"),
+                         [](const auto& p) { return std::string(p.param); });
+
+// The tiny Gemma 4: three sliding-window layers (window 32) and one global layer.
+class SlidingWindowContextTest : public ContextTest {};
+
+// A sliding-window layer forgets what slid out of its window once llama.cpp reuses those
+// cells (the window's cache here holds 256: 32 per sequence plus a micro-batch, rounded
+// up): trimming back past what it still holds is refused (and changes nothing), as a
+// recurrent trim is; within what it holds the trim works.
+TEST_P(SlidingWindowContextTest, TrimmingPastTheWindowIsRefused) {
+  auto tokens = SomeTokens(*model_, 400, 15);
+  Cold(0, tokens);
+  Status s = ctx_->TruncateSeq(0, 150);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+  EXPECT_EQ(ctx_->SeqLength(0), 400);
+  ASSERT_TRUE(ctx_->TruncateSeq(0, 380).ok());
+  std::vector<Token> more = SomeTokens(*model_, 4, 16);
+  auto warm = Continue(0, more);
+  std::vector<Token> full(tokens.begin(), tokens.begin() + 380);
+  full.insert(full.end(), more.begin(), more.end());
+  EXPECT_TRUE(LogitsClose(Cold(1, full), warm));
+}
+
+// The partial state of a sliding-window model is the window's KV: its size stops growing
+// once the sequence is longer than the window, and it is what a 50-position resume needs.
+TEST_P(SlidingWindowContextTest, PartialStateIsTheWindowsKv) {
+  Cold(0, SomeTokens(*model_, 40, 17));
+  const size_t at_40 = ctx_->StateSize(0, StatePart::kPartialOnly);
+  Cold(0, SomeTokens(*model_, 200, 17));
+  const size_t at_200 = ctx_->StateSize(0, StatePart::kPartialOnly);
+  EXPECT_EQ(at_40, at_200);
+  // Three layers x 32 cells x (K + V) of 2 KV heads of 32, f16; plus per-cell metadata.
+  const size_t window_kv = 3 * 32 * 2 * 2 * 32 * 2;
+  EXPECT_GE(at_200, window_kv);
+  EXPECT_LT(at_200, window_kv + 4096);
+  // The whole state adds the global layer's 200 positions (1 KV head of 64).
+  EXPECT_GE(ctx_->StateSize(0, StatePart::kAll), at_200 + 200 * 2 * 64 * 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SlidingWindowContextTest, ::testing::Values("gemma4"),
                          [](const auto& p) { return std::string(p.param); });
 
 TEST(ContextOptionsTest, ValidateNamesTheBadField) {

@@ -4,7 +4,8 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
+
+#include "common.h"  // llama.cpp's common library: common_cpu_get_num_math()
 
 namespace hearth::engine {
 namespace {
@@ -189,11 +190,18 @@ llama_context_params LlamaContextParams(const ContextOptions& options) {
   p.n_batch = static_cast<uint32_t>(options.n_batch);
   p.n_ubatch = static_cast<uint32_t>(options.n_ubatch);
   p.n_seq_max = static_cast<uint32_t>(options.n_seq_max);
-  int threads = options.n_threads > 0 ? options.n_threads
-                                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Unset: as llama-server, the cores useful for math (performance cores, one thread per
+  // physical core), not every hardware thread: on hybrid and SMT CPUs more threads
+  // than that wait on each other and decode slower.
+  const int threads = options.n_threads > 0 ? options.n_threads : std::max(1, common_cpu_get_num_math());
   p.n_threads = threads;
   p.n_threads_batch = threads;
   p.kv_unified = true;
+  // A sliding-window layer's cache holds its window per sequence, as llama-server's does
+  // (llama.cpp's default sizes it to the whole context: Gemma 4 31B's 50 sliding layers
+  // would then take about ten times the KV of its 10 global ones). What slides out is
+  // kept only in partial states; Context::TruncateSeq refuses a trim past the window.
+  p.swa_full = false;
   switch (options.flash_attn) {
     case FlashAttn::kAuto: p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO; break;
     case FlashAttn::kOn: p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED; break;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common.h"
 #include "testing/test_env.h"
 
 namespace hearth::engine {
@@ -89,6 +90,19 @@ TEST(ContextParamsTest, FlashAttentionAndKvTypesReachTheParams) {
   EXPECT_EQ(p.type_v, GGML_TYPE_BF16);
   o.flash_attn = FlashAttn::kAuto;
   EXPECT_EQ(LlamaContextParams(o).flash_attn_type, LLAMA_FLASH_ATTN_TYPE_AUTO);
+}
+
+// Unset threads are llama-server's: the cores useful for math, which on SMT and hybrid
+// CPUs are fewer than the hardware threads (on a host without either, the same number).
+TEST(ContextParamsTest, ThreadsAreLlamaServersUnlessGiven) {
+  ContextOptions o;
+  llama_context_params p = LlamaContextParams(o);
+  EXPECT_EQ(p.n_threads, common_cpu_get_num_math());
+  EXPECT_EQ(p.n_threads_batch, common_cpu_get_num_math());
+  o.n_threads = 3;
+  p = LlamaContextParams(o);
+  EXPECT_EQ(p.n_threads, 3);
+  EXPECT_EQ(p.n_threads_batch, 3);
 }
 
 TEST(ContextParamsTest, ValidateRefusesUnknownTypesAndQuantizedVWithoutFlashAttention) {

@@ -36,7 +36,10 @@ struct MemoryPool {
 struct ContextMemory {
   int n_ctx_train = 0;               // the model's training context (GGUF context_length)
   std::vector<MemoryPool> pools;     // host RAM first, then the model's devices
-  uint64_t recurrent_bytes_per_seq = 0;  // recurrent (SSM / DeltaNet) state of one sequence
+  // What one sequence holds that does not grow with the cells: recurrent (SSM / DeltaNet)
+  // state, or a share of the sliding-window layers' cache (sized by llama.cpp from the
+  // window, the sequences and the micro-batch, not from the context).
+  uint64_t recurrent_bytes_per_seq = 0;
   double kv_bytes_per_cell = 0;      // over all pools
 };
 

@@ -28,6 +28,27 @@ TEST(MemoryTest, MeasuresKvPerCellAndRecurrentStateOfTheHybridModel) {
   EXPECT_GT(m->pools[0].weights_bytes, 0u);
 }
 
+TEST(MemoryTest, MeasuresQwen3NextLikeTheOtherDeltaNetHybrid) {
+  auto m = MeasureContextMemory(testing::TestModelPath("qwen3next"), {}, Options(4));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->n_ctx_train, 262144);
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_cell, 1 * 2 * 64 * 2 * 2);
+  // Three DeltaNet layers of 4 value heads of 32 x 32 f32, plus their conv states
+  // (3 columns of 2 * 64 + 128 channels, f32).
+  EXPECT_EQ(m->recurrent_bytes_per_seq, 3u * (4 * 32 * 32 * 4 + 3 * 256 * 4));
+}
+
+// Only the global layer's KV grows with the cells: the sliding layers' cache holds a
+// window per sequence whatever the context's size.
+TEST(MemoryTest, SlidingWindowLayersAddNoKvPerCell) {
+  auto m = MeasureContextMemory(testing::TestModelPath("gemma4"), {}, Options(4));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_cell, 1 * 1 * 64 * 2 * 2);  // 1 global layer, 1 KV head of 64
+  // The sliding layers' cache, shared by the 4 sequences: llama.cpp sizes it to the window
+  // per sequence plus a micro-batch (512), rounded up to 256 cells: 32 * 4 + 512 -> 768.
+  EXPECT_EQ(m->recurrent_bytes_per_seq, 768u * 3 * (2 * 32 * 2 * 2) / 4);
+}
+
 // Without flash attention the attention scores grow with the cells attended over; with
 // it (the default on a CPU) they do not.
 TEST(MemoryTest, ComputeBuffersGrowWithTheCellsOnlyWithoutFlashAttention) {

@@ -36,10 +36,12 @@ std::string MetaString(const llama_model* model, const std::string& key) {
 }
 
 // Layer kinds from the tensor names: a layer with SSM tensors is recurrent, otherwise it
-// attends; attention layers are sliding-window when the model has a window and the
-// layer pattern marks them so.
-std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, const llama_model* model, int n_layer,
-                                      int n_swa, const std::string& arch) {
+// attends; attention layers are sliding-window when the model has a window and
+// "<arch>.attention.sliding_window_pattern" marks them so. The key comes in two forms:
+// an array with one flag per layer, true for sliding (Gemma 3n / 4, gpt-oss: what the
+// converters write from layer_types), or one number N, every Nth layer global (Gemma 3).
+// Without it every attention layer slides.
+std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, int n_layer, int n_swa, const std::string& arch) {
   std::vector<LayerKind> kinds(static_cast<size_t>(n_layer), LayerKind::kAttention);
   const int64_t n_tensors = gguf_get_n_tensors(gguf);
   for (int64_t i = 0; i < n_tensors; ++i) {
@@ -50,16 +52,31 @@ std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, const llama_model* mod
     if (layer < 0 || layer >= n_layer) continue;
     if (std::string_view(rest).starts_with("ssm_")) kinds[static_cast<size_t>(layer)] = LayerKind::kRecurrent;
   }
-  if (n_swa > 0) {
-    // "<arch>.attention.sliding_window_pattern": every Nth layer is full attention.
-    std::string pattern = MetaString(model, arch + ".attention.sliding_window_pattern");
-    int every = pattern.empty() ? 0 : std::atoi(pattern.c_str());
-    for (int il = 0; il < n_layer; ++il) {
-      auto& kind = kinds[static_cast<size_t>(il)];
-      if (kind != LayerKind::kAttention) continue;
-      bool full = every > 0 && (il % every) == every - 1;
-      if (!full) kind = LayerKind::kSlidingWindow;
+  if (n_swa <= 0) return kinds;
+  std::vector<bool> sliding(static_cast<size_t>(n_layer), true);
+  const int64_t key = gguf_find_key(gguf, (arch + ".attention.sliding_window_pattern").c_str());
+  if (key >= 0 && gguf_get_kv_type(gguf, key) == GGUF_TYPE_ARRAY) {
+    const gguf_type type = gguf_get_arr_type(gguf, key);
+    const size_t n = std::min(gguf_get_arr_n(gguf, key), sliding.size());
+    const auto* data = static_cast<const uint8_t*>(gguf_get_arr_data(gguf, key));
+    const size_t width = type == GGUF_TYPE_BOOL ? 1 : 4;
+    if (type == GGUF_TYPE_BOOL || type == GGUF_TYPE_INT32 || type == GGUF_TYPE_UINT32) {
+      for (size_t il = 0; il < n; ++il) {
+        bool any = false;
+        for (size_t b = 0; b < width; ++b) any |= data[il * width + b] != 0;
+        sliding[il] = any;
+      }
     }
+  } else if (key >= 0 && (gguf_get_kv_type(gguf, key) == GGUF_TYPE_UINT32 ||
+                          gguf_get_kv_type(gguf, key) == GGUF_TYPE_INT32)) {
+    const int every = gguf_get_kv_type(gguf, key) == GGUF_TYPE_UINT32
+                          ? static_cast<int>(gguf_get_val_u32(gguf, key))
+                          : gguf_get_val_i32(gguf, key);
+    for (int il = 0; il < n_layer; ++il) sliding[static_cast<size_t>(il)] = every <= 0 || il % every != every - 1;
+  }
+  for (int il = 0; il < n_layer; ++il) {
+    auto& kind = kinds[static_cast<size_t>(il)];
+    if (kind == LayerKind::kAttention && sliding[static_cast<size_t>(il)]) kind = LayerKind::kSlidingWindow;
   }
   return kinds;
 }
@@ -169,7 +186,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const Mode
   info.n_swa = llama_model_n_swa(model);
   info.n_params = llama_model_n_params(model);
   info.size_bytes = llama_model_size(model);
-  info.layers = ReadLayerKinds(gguf, model, info.n_layer, info.n_swa, info.arch);
+  info.layers = ReadLayerKinds(gguf, info.n_layer, info.n_swa, info.arch);
   gguf_free(gguf);
   for (LayerKind k : info.layers) info.has_recurrent |= (k == LayerKind::kRecurrent);
   if (llama_model_is_recurrent(model) || llama_model_is_hybrid(model)) info.has_recurrent = true;

@@ -35,6 +35,18 @@ TEST(ModelTest, AttentionOnlyModelHasNoRecurrentLayers) {
   for (LayerKind k : m->info().layers) EXPECT_EQ(k, LayerKind::kAttention);
 }
 
+// Gemma 4 marks its layers with a flag each (sliding_window_pattern as a bool array),
+// not with one period: read as a number it said "every layer slides".
+TEST(ModelTest, SlidingWindowModelReportsWhichLayersSlide) {
+  const Model* m = testing::LoadTestModel("gemma4");
+  ASSERT_NE(m, nullptr);
+  const ModelInfo& info = m->info();
+  EXPECT_EQ(info.n_swa, 32);
+  EXPECT_FALSE(info.has_recurrent);
+  EXPECT_EQ(info.layers, (std::vector<LayerKind>{LayerKind::kSlidingWindow, LayerKind::kSlidingWindow,
+                                                 LayerKind::kSlidingWindow, LayerKind::kAttention}));
+}
+
 TEST(ModelTest, FingerprintIsStableAndContentBased) {
   auto a = FingerprintFile(testing::TestModelPath("qwen35"));
   auto b = FingerprintFile(testing::TestModelPath("qwen35"));

@@ -101,6 +101,11 @@ GgufPtr BuildMetadata(const ModelSpec& spec, const Options& options, const gguf_
     gguf_set_arr_data(m, (spec.arch + "." + key).c_str(), GGUF_TYPE_INT32, values.data(),
                       values.size());
   }
+  for (const auto& [key, values] : spec.bool_array_keys) {
+    // GGUF stores a bool as one byte.
+    std::vector<int8_t> bytes(values.begin(), values.end());
+    gguf_set_arr_data(m, (spec.arch + "." + key).c_str(), GGUF_TYPE_BOOL, bytes.data(), bytes.size());
+  }
   gguf_set_kv(m, tokenizer);
   gguf_set_val_str(m, kChatTemplateKey, chat_template.c_str());
 
@@ -151,11 +156,13 @@ Status WriteFile(const std::string& path, const gguf_context* meta, const ModelS
 }  // namespace
 
 StatusOr<Arch> ParseArch(std::string_view name) {
-  for (Arch a : {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3}) {
+  std::string expected;
+  for (Arch a : kAllArchs) {
     if (name == ArchName(a)) return a;
+    expected += (expected.empty() ? "" : ", ") + std::string(ArchName(a));
   }
-  return InvalidArgument("unknown architecture '" + std::string(name) +
-                         "'; expected qwen35, qwen35moe or qwen3");
+  return InvalidArgument("unknown architecture '" + std::string(name) + "'; expected one of " +
+                         expected);
 }
 
 StatusOr<Preset> ParsePreset(std::string_view name) {
@@ -170,8 +177,25 @@ std::string_view ArchName(Arch arch) {
     case Arch::kQwen35: return "qwen35";
     case Arch::kQwen35Moe: return "qwen35moe";
     case Arch::kQwen3: return "qwen3";
+    case Arch::kQwen3Next: return "qwen3next";
+    case Arch::kGemma4: return "gemma4";
   }
   return "unknown";
+}
+
+FamilyFiles DefaultFiles(Arch arch) {
+  switch (arch) {
+    case Arch::kQwen35:
+    case Arch::kQwen35Moe: return {"ggml-vocab-qwen35.gguf", "templates/Qwen3.5-4B.jinja"};
+    // hearth's qwen3 models have carried the Qwen3.5 vocab since they were first made;
+    // kept, so existing test files and their fingerprints stay as they were.
+    case Arch::kQwen3: return {"ggml-vocab-qwen35.gguf", "templates/Qwen-Qwen3-0.6B.jinja"};
+    // Qwen3-Next kept Qwen2/Qwen3's 151k BPE vocab (pre-tokenizer "qwen2"); its chat
+    // template is Qwen3's (think blocks, <tool_call> JSON), which the 0.6B file ships.
+    case Arch::kQwen3Next: return {"ggml-vocab-qwen2.gguf", "templates/Qwen-Qwen3-0.6B.jinja"};
+    case Arch::kGemma4: return {"ggml-vocab-gemma-4.gguf", "templates/google-gemma-4-31B-it.jinja"};
+  }
+  return {"", ""};
 }
 
 std::string_view PresetName(Preset preset) {

@@ -36,14 +36,22 @@ namespace hearth::mkmodel {
 //         fourth layer, dense FFNs.
 // qwen35moe: the same trunk with MoE FFNs (routed experts + a gated shared expert).
 // qwen3: Qwen3, attention only.
-enum class Arch { kQwen35, kQwen35Moe, kQwen3 };
+// qwen3next: Qwen3-Next, the other Gated DeltaNet hybrid: the same 3:1 layer pattern as
+//            qwen35 with MoE FFNs, plain NeoX RoPE and the Qwen2/Qwen3 tokenizer.
+// gemma4: Gemma 4, dense: sliding-window attention layers interleaved with global ones.
+enum class Arch { kQwen35, kQwen35Moe, kQwen3, kQwen3Next, kGemma4 };
 
-// tiny: 4 layers, width 128, ~46 MB; for tests (loads in ~0.3 s, most of it the tokenizer;
-//       decodes ~600 tokens/s on one core).
-// small: the shape of Qwen3.5-0.8B (Qwen3-0.6B for qwen3), ~1.3 GB; for benchmarks.
+// Every Arch, in the order ParseArch lists them.
+inline constexpr Arch kAllArchs[] = {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3, Arch::kQwen3Next,
+                                     Arch::kGemma4};
+
+// tiny: 4 layers, width 128, ~40-50 MB; for tests (loads in ~0.3 s, most of it the
+//       tokenizer; decodes ~600 tokens/s on one core).
+// small: for benchmarks, ~1-2 GB: the shape of Qwen3.5-0.8B (Qwen3-0.6B for qwen3); for
+//        families with no model that small, a scaled-down shape the arch's file says.
 enum class Preset { kTiny, kSmall };
 
-// "qwen35", "qwen35moe", "qwen3"; anything else is InvalidArgument.
+// ArchName of any Arch; anything else is InvalidArgument.
 StatusOr<Arch> ParseArch(std::string_view name);
 // "tiny", "small"; anything else is InvalidArgument.
 StatusOr<Preset> ParsePreset(std::string_view name);
@@ -51,6 +59,15 @@ StatusOr<Preset> ParsePreset(std::string_view name);
 // general.architecture in the file.
 std::string_view ArchName(Arch arch);
 std::string_view PresetName(Preset preset);
+
+// The tokenizer and chat template a family's real checkpoints carry, as files of
+// llama.cpp's source models/ directory ("ggml-vocab-qwen35.gguf",
+// "templates/Qwen3.5-4B.jinja").
+struct FamilyFiles {
+  std::string_view vocab;
+  std::string_view chat_template;
+};
+FamilyFiles DefaultFiles(Arch arch);
 
 struct Options {
   Arch arch = Arch::kQwen35;

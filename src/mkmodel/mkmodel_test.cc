@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -27,17 +28,14 @@ void PrintTo(Arch arch, std::ostream* os) { *os << ArchName(arch); }
 
 namespace {
 
-const Arch kArchs[] = {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3};
-
 Options TinyOptions(Arch arch, const std::string& out, uint64_t seed = 7) {
   Options o;
   o.arch = arch;
   o.preset = Preset::kTiny;
   o.seed = seed;
-  o.vocab_path = testing::LlamaModelsDir() + "/ggml-vocab-qwen35.gguf";
-  o.template_path = testing::LlamaModelsDir() +
-                    (arch == Arch::kQwen3 ? "/templates/Qwen-Qwen3-0.6B.jinja"
-                                          : "/templates/Qwen3.5-4B.jinja");
+  const FamilyFiles files = DefaultFiles(arch);
+  o.vocab_path = testing::LlamaModelsDir() + "/" + std::string(files.vocab);
+  o.template_path = testing::LlamaModelsDir() + "/" + std::string(files.chat_template);
   o.out_path = out;
   return o;
 }
@@ -67,7 +65,7 @@ CommandResult RunCommand(const std::string& command) {
 class MkmodelArchTest : public ::testing::TestWithParam<Arch> {};
 
 TEST(MkmodelTest, ParsesNamesItPrints) {
-  for (Arch a : kArchs) {
+  for (Arch a : kAllArchs) {
     StatusOr<Arch> parsed = ParseArch(ArchName(a));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, a);
@@ -113,6 +111,53 @@ TEST(MkmodelTest, SmallPresetHasTheShapeOfQwen35_08B) {
   EXPECT_EQ(shapes["blk.0.attn_qkv.weight"], (std::vector<int64_t>{1024, 6144}));
   EXPECT_EQ(shapes["blk.0.ffn_down.weight"], (std::vector<int64_t>{3584, 1024}));
   EXPECT_EQ(shapes.count("blk.24.attn_norm.weight"), 0u);
+}
+
+TEST(MkmodelTest, Qwen3NextIsAllMoeWithFusedBetaAlpha) {
+  const ModelSpec spec = DescribeModel(Arch::kQwen3Next, Preset::kTiny, 1000);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const TensorSpec& t : spec.tensors) {
+    EXPECT_TRUE(shapes.emplace(t.name, t.ne).second) << "duplicate " << t.name;
+  }
+  for (int il = 0; il < 4; ++il) {
+    EXPECT_TRUE(shapes.count(LayerTensorName(il, "ffn_gate_exps.weight"))) << il;
+    EXPECT_FALSE(shapes.count(LayerTensorName(il, "ffn_gate.weight"))) << il;
+  }
+  // 4 value heads: beta and alpha, one each per head, in one projection.
+  EXPECT_EQ(shapes["blk.0.ssm_ba.weight"], (std::vector<int64_t>{128, 8}));
+  EXPECT_FALSE(shapes.count("blk.0.ssm_beta.weight"));
+  EXPECT_EQ(shapes["blk.3.attn_q.weight"], (std::vector<int64_t>{128, 2 * 64 * 4}));
+  EXPECT_FALSE(shapes.count("blk.3.ssm_ba.weight"));
+  for (const auto& [key, values] : spec.i32_array_keys) {
+    EXPECT_NE(key, "rope.dimension_sections") << "qwen3next uses NeoX RoPE, not M-RoPE";
+  }
+}
+
+TEST(MkmodelTest, SmallQwen3NextHasAboutABillionParameters) {
+  const ModelSpec spec = DescribeModel(Arch::kQwen3Next, Preset::kSmall, 151936);
+  EXPECT_GT(spec.NumParameters(), 900'000'000u);
+  EXPECT_LT(spec.NumParameters(), 1'100'000'000u);
+}
+
+TEST(MkmodelTest, Gemma4InterleavesSlidingAndGlobalLayers) {
+  for (Preset preset : {Preset::kTiny, Preset::kSmall}) {
+    const ModelSpec spec = DescribeModel(Arch::kGemma4, preset, 1000);
+    ASSERT_EQ(spec.bool_array_keys.size(), 1u);
+    EXPECT_EQ(spec.bool_array_keys[0].first, "attention.sliding_window_pattern");
+    const std::vector<bool>& sliding = spec.bool_array_keys[0].second;
+    const int n_global = static_cast<int>(std::count(sliding.begin(), sliding.end(), false));
+    EXPECT_GT(n_global, 0);
+    EXPECT_LT(n_global, static_cast<int>(sliding.size()) / 2 + 1) << "most layers slide";
+    EXPECT_FALSE(sliding.back()) << "the last layer is global, as in the 31B";
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const TensorSpec& t : spec.tensors) shapes[t.name] = t.ne;
+    // Global layers have the larger heads (twice the sliding ones', as in the 31B).
+    const int last = static_cast<int>(sliding.size()) - 1;
+    EXPECT_EQ(shapes[LayerTensorName(last, "attn_q_norm.weight")][0],
+              2 * shapes["blk.0.attn_q_norm.weight"][0]);
+  }
+  EXPECT_EQ(DescribeModel(Arch::kGemma4, Preset::kTiny, 1000).bool_array_keys[0].second,
+            (std::vector<bool>{true, true, true, false}));
 }
 
 TEST(MkmodelTest, DrawsAreSeededFiniteAndInRange) {
@@ -225,7 +270,7 @@ TEST_P(MkmodelArchTest, LogitsStayFiniteAndVaried) {
   llama_model_free(model);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchs, MkmodelArchTest, ::testing::ValuesIn(kArchs),
+INSTANTIATE_TEST_SUITE_P(AllArchs, MkmodelArchTest, ::testing::ValuesIn(kAllArchs),
                          [](const ::testing::TestParamInfo<Arch>& p) {
                            return std::string(ArchName(p.param));
                          });

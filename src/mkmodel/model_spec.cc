@@ -28,6 +28,8 @@ ModelSpec DescribeModel(Arch arch, Preset preset, int64_t n_vocab) {
     case Arch::kQwen35: return DescribeQwen35(/*moe=*/false, preset, n_vocab);
     case Arch::kQwen35Moe: return DescribeQwen35(/*moe=*/true, preset, n_vocab);
     case Arch::kQwen3: return DescribeQwen3(preset, n_vocab);
+    case Arch::kQwen3Next: return DescribeQwen3Next(preset, n_vocab);
+    case Arch::kGemma4: return DescribeGemma4(preset, n_vocab);
   }
   return DescribeQwen3(preset, n_vocab);  // unreachable: every enumerator is handled
 }
@@ -46,6 +48,25 @@ TensorSpec TokenEmbedding(int64_t n_embd, int64_t n_vocab) {
   TensorSpec t = Matrix("token_embd.weight", n_embd, n_vocab);
   t.fill = Fill::Uniform(3.0f / std::sqrt(static_cast<float>(n_embd)));
   return t;
+}
+
+void AddSharedExpertMoe(int il, int64_t n_embd, int64_t n_expert, int64_t n_ff_exp,
+                        int64_t n_ff_shexp, std::vector<TensorSpec>& t) {
+  // The router and the shared-expert gate stay F32, as the converters keep them.
+  TensorSpec router = Matrix(LayerTensorName(il, "ffn_gate_inp.weight"), n_embd, n_expert);
+  router.type = DType::kF32;
+  t.push_back(router);
+  t.push_back(Matrix(LayerTensorName(il, "ffn_gate_exps.weight"), n_embd, n_ff_exp, n_expert));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_up_exps.weight"), n_embd, n_ff_exp, n_expert));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_down_exps.weight"), n_ff_exp, n_embd, n_expert));
+
+  TensorSpec shared_gate = Matrix(LayerTensorName(il, "ffn_gate_inp_shexp.weight"), n_embd, 1);
+  shared_gate.ne = {n_embd};
+  shared_gate.type = DType::kF32;
+  t.push_back(shared_gate);
+  t.push_back(Matrix(LayerTensorName(il, "ffn_gate_shexp.weight"), n_embd, n_ff_shexp));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_up_shexp.weight"), n_embd, n_ff_shexp));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_down_shexp.weight"), n_ff_shexp, n_embd));
 }
 
 TensorSpec NormWeight(std::string name, int64_t n) {

@@ -54,6 +54,7 @@ struct ModelSpec {
   std::vector<std::pair<std::string, uint32_t>> u32_keys;
   std::vector<std::pair<std::string, float>> f32_keys;
   std::vector<std::pair<std::string, std::vector<int32_t>>> i32_array_keys;
+  std::vector<std::pair<std::string, std::vector<bool>>> bool_array_keys;
   std::vector<TensorSpec> tensors;
 
   uint64_t NumParameters() const;
@@ -65,6 +66,8 @@ ModelSpec DescribeModel(Arch arch, Preset preset, int64_t n_vocab);
 // Per family; DescribeModel dispatches here.
 ModelSpec DescribeQwen35(bool moe, Preset preset, int64_t n_vocab);
 ModelSpec DescribeQwen3(Preset preset, int64_t n_vocab);
+ModelSpec DescribeQwen3Next(Preset preset, int64_t n_vocab);
+ModelSpec DescribeGemma4(Preset preset, int64_t n_vocab);
 
 // Helpers shared by the spec_*.cc files.
 // A weight matrix mapping n_in to n_out (or a stack of n_expert of them), F16, with the
@@ -75,6 +78,11 @@ TensorSpec Matrix(std::string name, int64_t n_in, int64_t n_out, int64_t n_exper
 // two logits is then ~0.6 on average, so greedy decoding rarely hinges on rounding, while
 // sampling at temperature 1 still spreads over many tokens.
 TensorSpec TokenEmbedding(int64_t n_embd, int64_t n_vocab);
+// Routed experts (router, gate / up / down stacks) and a sigmoid-gated shared expert, the
+// FFN of Qwen's MoE families: tensors ffn_gate_inp, ffn_{gate,up,down}_exps,
+// ffn_gate_inp_shexp, ffn_{gate,up,down}_shexp of layer il.
+void AddSharedExpertMoe(int il, int64_t n_embd, int64_t n_expert, int64_t n_ff_exp,
+                        int64_t n_ff_shexp, std::vector<TensorSpec>& t);
 // A norm's weight: F32, all ones.
 TensorSpec NormWeight(std::string name, int64_t n);
 // "blk.<il>.<suffix>"

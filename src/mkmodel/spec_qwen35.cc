@@ -98,25 +98,6 @@ void AddDenseFfn(const Qwen35Shape& s, int il, std::vector<TensorSpec>& t) {
   t.push_back(Matrix(LayerTensorName(il, "ffn_down.weight"), s.n_ff, s.n_embd));
 }
 
-void AddMoeFfn(const Qwen35Shape& s, int il, std::vector<TensorSpec>& t) {
-  // The router and the shared-expert gate stay F32, as the converter keeps them.
-  TensorSpec router = Matrix(LayerTensorName(il, "ffn_gate_inp.weight"), s.n_embd, s.n_expert);
-  router.type = DType::kF32;
-  t.push_back(router);
-  const int64_t n_exp = s.n_expert;
-  t.push_back(Matrix(LayerTensorName(il, "ffn_gate_exps.weight"), s.n_embd, s.n_ff_exp, n_exp));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_up_exps.weight"), s.n_embd, s.n_ff_exp, n_exp));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_down_exps.weight"), s.n_ff_exp, s.n_embd, n_exp));
-
-  TensorSpec shared_gate = Matrix(LayerTensorName(il, "ffn_gate_inp_shexp.weight"), s.n_embd, 1);
-  shared_gate.ne = {s.n_embd};
-  shared_gate.type = DType::kF32;
-  t.push_back(shared_gate);
-  t.push_back(Matrix(LayerTensorName(il, "ffn_gate_shexp.weight"), s.n_embd, s.n_ff_shexp));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_up_shexp.weight"), s.n_embd, s.n_ff_shexp));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_down_shexp.weight"), s.n_ff_shexp, s.n_embd));
-}
-
 }  // namespace
 
 ModelSpec DescribeQwen35(bool moe, Preset preset, int64_t n_vocab) {
@@ -166,7 +147,7 @@ ModelSpec DescribeQwen35(bool moe, Preset preset, int64_t n_vocab) {
     }
     t.push_back(NormWeight(LayerTensorName(il, "post_attention_norm.weight"), s.n_embd));
     if (moe) {
-      AddMoeFfn(s, il, t);
+      AddSharedExpertMoe(il, s.n_embd, s.n_expert, s.n_ff_exp, s.n_ff_shexp, t);
     } else {
       AddDenseFfn(s, il, t);
     }

@@ -90,6 +90,7 @@ void EngineLoop::Stop() {
 StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task) {
   auto stream = std::make_shared<RequestStream>();
   if (task.received == Clock::time_point{}) task.received = Clock::now();
+  task.submitted = Clock::now();
   HEARTH_RETURN_IF_ERROR(tasks_.Push({std::move(task), stream}));
   return stream;
 }

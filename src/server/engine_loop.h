@@ -133,7 +133,8 @@ class EngineLoop {
   StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationTask task);
 
   // Called on the loop thread when a request finishes (also when cancelled), with its
-  // task and what it produced. Must be quick: post the work elsewhere. Set before Start.
+  // task and what it produced (cancelled: what its client received), with its usage and
+  // timings. Must be quick: post the work elsewhere. Set before Start.
   using FinishedCallback = std::function<void(const GenerationTask&, const api::Completion&)>;
   void SetFinishedCallback(FinishedCallback callback) { on_finished_ = std::move(callback); }
 

@@ -88,6 +88,7 @@ api::Completion EngineLoop::CompleteOutput(Slot& slot, api::FinishReason reason,
   c.stop_sequence = std::move(stop_sequence);
   c.usage = UsageSoFar(slot);
   c.usage.cache->prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
+  c.timings = TimingsOf(slot, Clock::now());
   return c;
 }
 
@@ -113,6 +114,10 @@ void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_s
   RecordRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
   // A cut-off client sends back what it received, not what was generated after.
   auto delivered = reason == api::FinishReason::kCancelled ? slot.stream->delivered() : std::nullopt;
+  if (delivered) {  // its own usage and timings, for the finished callback
+    delivered->usage = c.usage;
+    delivered->timings = c.timings;
+  }
   // A cut-off reply: the shadow is kept when what was delivered begins with what it was
   // fed from, and goes on through the end of what was delivered when its target can be
   // continued there (a client answering at once sends exactly that back); it is never

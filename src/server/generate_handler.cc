@@ -36,6 +36,7 @@ struct StreamState {
   bool done = false;
   api::Completion delivered;  // what reached the client so far
   int idle_polls = 0;
+  DoneCallback on_done;
 };
 
 void AddDelivered(api::Completion& c, const api::Delta& d) {
@@ -76,6 +77,7 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
         pending_delta = std::move(ev.delta);
         break;
       case StreamEvent::Kind::kDone:
+        if (st.on_done) st.on_done(ev.completion);
         out += st.writer->End(ev.completion);
         st.done = true;
         break;
@@ -105,7 +107,13 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
 void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std::string& model_alias,
                     const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
                     std::chrono::steady_clock::time_point received) {
-  auto writer = MakeResponseWriter(request.flavor, model_alias, request.include_usage);
+  HandleGenerate(builder, engine, MakeResponseWriter(request.flavor, model_alias, request.include_usage), request, req,
+                 res, received, nullptr);
+}
+
+void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, std::unique_ptr<ResponseWriter> writer,
+                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
+                    std::chrono::steady_clock::time_point received, DoneCallback on_done) {
   auto built = builder.Build(request);
   if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(*writer, *err, res);
   BuildResult& br = std::get<BuildResult>(built);
@@ -123,6 +131,7 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
     st->stream = stream;
     st->writer = std::move(writer);
     st->usage_unadmitted = usage0;
+    st->on_done = std::move(on_done);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream", [st](size_t, httplib::DataSink& sink) { return ProvideStream(*st, sink); },
@@ -146,6 +155,7 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
     if (ev.kind == StreamEvent::Kind::kDone || ev.kind == StreamEvent::Kind::kError) break;
   }
   if (ev.kind == StreamEvent::Kind::kError) return ReplyError(*writer, ToApiError(ev.error), res);
+  if (on_done) on_done(ev.completion);
   res.set_content(writer->Whole(ev.completion), "application/json");
 }
 

@@ -7,11 +7,14 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "api/types.h"
 #include "server/engine_loop.h"
 #include "server/request_builder.h"
+#include "server/response_writer.h"
 
 namespace httplib {
 struct Request;
@@ -23,5 +26,13 @@ namespace hearth::server {
 void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std::string& model_alias,
                     const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
                     std::chrono::steady_clock::time_point received);
+
+// The same with the caller's writer, and `on_done` called with the completion just before
+// its end is sent (so a client answering at once finds what on_done did): not for errors,
+// nor for a client gone before the end. `on_done` runs on the HTTP thread; may be empty.
+using DoneCallback = std::function<void(const api::Completion&)>;
+void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, std::unique_ptr<ResponseWriter> writer,
+                    const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
+                    std::chrono::steady_clock::time_point received, DoneCallback on_done);
 
 }  // namespace hearth::server

@@ -14,6 +14,7 @@
 
 #include "api/anthropic.h"
 #include "api/openai.h"
+#include "api/responses.h"
 #include "api/utility.h"
 #include "server/cache_view.h"
 #include "server/generate_handler.h"
@@ -132,11 +133,14 @@ HttpServer::HttpServer(HttpConfig config, const engine::Model& model, const engi
       engine_(engine),
       builder_(model, chat_template, engine.config().SeqPositions(), engine.config().cache_namespace,
                config_.stabilizer, config_.chat_defaults),
+      responses_(config_.max_stored_responses, config_.max_stored_response_bytes),
       http_(std::make_unique<httplib::Server>()) {
+  if (config_.warm_ahead) warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);
+  engine_.SetFinishedCallback([this, w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& c) {
+    request_metrics_.Record(c);
+    if (w != nullptr) w->OnFinished(task, c);
+  });
   if (config_.warm_ahead) {
-    warm_ahead_ = std::make_unique<WarmAhead>(builder_, engine_);
-    engine_.SetFinishedCallback(
-        [w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& c) { w->OnFinished(task, c); });
     engine_.SetProgressCallback([w = warm_ahead_.get()](const GenerationTask& task, const api::Completion& partial,
                                                         std::shared_ptr<ShadowMailbox> mailbox) {
       w->OnProgress(task, partial, std::move(mailbox));
@@ -175,6 +179,12 @@ std::function<bool(const std::string&)> HttpServer::VisibleNamespaces(const http
   // key's prefix is another's).
   const std::string prefix = builder_.CacheNamespace(key->cache_namespace + "|");
   return [prefix](const std::string& ns) { return ns.starts_with(prefix); };
+}
+
+std::string HttpServer::ResponsesNamespace(const httplib::Request& req) const {
+  if (config_.api_keys.empty()) return "";
+  const ApiKey* key = FindKey(req);
+  return key ? key->cache_namespace : "no-key";
 }
 
 Status HttpServer::Bind() {
@@ -283,6 +293,12 @@ void HttpServer::RegisterRoutes() {
     IsolateByKey(req, *r);
     HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
   }));
+  s.Post("/v1/responses", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
+    const auto received = std::chrono::steady_clock::now();
+    auto r = api::responses::ParseResponsesRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    HandleResponses(*r, req, res, received);
+  }));
   s.Post("/v1/messages", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     const auto received = std::chrono::steady_clock::now();
     auto r = api::anthropic::ParseMessagesRequest(req.body);
@@ -308,7 +324,7 @@ void HttpServer::RegisterRoutes() {
     res.set_content(out.dump(), "application/json");
   });
   s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(FormatPrometheus(engine_.stats()), "text/plain; version=0.0.4");
+    res.set_content(FormatPrometheus(engine_.stats()) + request_metrics_.FormatPrometheus(), "text/plain; version=0.0.4");
   }));
   s.Get("/v1/cache", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     const auto visible = VisibleNamespaces(req);

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,12 +34,19 @@
 #include "engine/model.h"
 #include "server/api_keys.h"
 #include "server/engine_loop.h"
+#include "server/metrics.h"
 #include "server/request_builder.h"
+#include "server/response_store.h"
 #include "server/warm_ahead.h"
 
 namespace httplib {
 class Server;
 struct Request;
+struct Response;
+}
+
+namespace hearth::api::responses {
+struct ResponsesRequest;
 }
 
 namespace hearth::server {
@@ -67,6 +75,10 @@ struct HttpConfig {
   // a long prefill writes keep-alives every 5 s.
   int read_timeout_s = 10;
   int write_timeout_s = 30;
+  // /v1/responses: the conversations of this many recent responses, within this many bytes,
+  // are kept for previous_response_id (ResponseStore), per API key.
+  size_t max_stored_responses = 1024;
+  size_t max_stored_response_bytes = 64u << 20;
 };
 
 class HttpServer {
@@ -99,6 +111,11 @@ class HttpServer {
   void IsolateByKey(const httplib::Request& req, api::GenerationRequest& request) const;
   // Whether a cache namespace is the caller's (every one without API keys).
   std::function<bool(const std::string& ns)> VisibleNamespaces(const httplib::Request& req) const;
+  // The namespace a key's stored responses live in ("" without keys).
+  std::string ResponsesNamespace(const httplib::Request& req) const;
+  // POST /v1/responses after parsing (responses_route.cc).
+  void HandleResponses(api::responses::ResponsesRequest& request, const httplib::Request& req, httplib::Response& res,
+                       std::chrono::steady_clock::time_point received);
   void RegisterRoutes();
 
   HttpConfig config_;
@@ -106,6 +123,8 @@ class HttpServer {
   const engine::ChatTemplate& template_;
   EngineLoop& engine_;
   RequestBuilder builder_;
+  ResponseStore responses_;
+  RequestMetrics request_metrics_;  // fed by the engine's finished callback
   std::unique_ptr<WarmAhead> warm_ahead_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;

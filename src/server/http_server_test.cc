@@ -419,3 +419,37 @@ TEST(HttpServerSeqLimitTest, PromptsAndRepliesFitTheSequenceLimit) {
 
 }  // namespace
 }  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+// /metrics histograms count what the engine reports for each finished request: a first
+// turn and a second that resumes from the device tier.
+TEST_F(HttpServerTest, MetricsHistogramsCountFinishedRequests) {
+  ASSERT_TRUE(Start(Config()));
+  json body = {{"messages", {{{"role", "system"}, {"content", std::string(200, 'k')}}, {{"role", "user"}, {"content", "Hi"}}}},
+               {"max_tokens", 2},
+               {"temperature", 0}};
+  for (int i = 0; i < 2; ++i) {
+    auto res = server_->client().Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res && res->status == 200);
+  }
+  auto res = server_->client().Get("/metrics");
+  ASSERT_TRUE(res && res->status == 200);
+  const std::string& text = res->body;
+  for (const char* line : {"hearth_time_to_first_token_seconds_count 2\n", "hearth_request_prefill_seconds_count 2\n",
+                           "hearth_request_decode_seconds_count 2\n", "hearth_request_queue_wait_seconds_count 2\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in:\n" << text;
+  }
+  int n_restores = 0;  // the second request's, from whichever tier kept the first's state
+  for (const char* tier : {"device", "ram", "disk"}) {
+    const std::string name = std::string("hearth_cache_restore_seconds_count{tier=\"") + tier + "\"} ";
+    const size_t at = text.find(name);
+    ASSERT_NE(at, std::string::npos) << name;
+    n_restores += std::stoi(text.substr(at + name.size()));
+  }
+  EXPECT_EQ(n_restores, 1) << text;
+}
+
+}  // namespace
+}  // namespace hearth::server

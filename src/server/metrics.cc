@@ -70,3 +70,98 @@ std::string FormatPrometheus(const EngineStats& s) {
 }
 
 }  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+// Seconds: ten milliseconds to two minutes for whole phases of a request; sub-millisecond
+// up for restores, which copy bytes rather than compute.
+const std::vector<double> kPhaseBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+const std::vector<double> kDecodeBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+const std::vector<double> kRestoreBuckets = {0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+const char* const kTiers[] = {"device", "ram", "disk"};
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+void Describe(std::string* out, const char* name, const char* help) {
+  *out += std::string("# HELP hearth_") + name + " " + help + "\n";
+  *out += std::string("# TYPE hearth_") + name + " histogram\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size(), 0) {}
+
+void Histogram::Observe(double value) {
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    if (value <= bounds_[i]) {
+      ++counts_[i];
+      break;
+    }
+  }
+  ++count_;
+  sum_ += value;
+}
+
+std::string Histogram::Samples(const std::string& name, const std::string& labels) const {
+  const std::string sep = labels.empty() ? "" : ",";
+  std::string out;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += name + "_bucket{" + labels + sep + "le=\"" + Number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_bucket{" + labels + sep + "le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  const std::string braces = labels.empty() ? "" : "{" + labels + "}";
+  out += name + "_sum" + braces + " " + Number(sum_) + "\n";
+  out += name + "_count" + braces + " " + std::to_string(count_) + "\n";
+  return out;
+}
+
+RequestMetrics::RequestMetrics()
+    : ttft_(kPhaseBuckets), prefill_(kPhaseBuckets), decode_(kDecodeBuckets), queue_(kPhaseBuckets) {
+  for (const char* tier : kTiers) restore_.emplace(tier, Histogram(kRestoreBuckets));
+}
+
+void RequestMetrics::Record(const api::Completion& c) {
+  if (!c.timings) return;
+  const api::Timings& t = *c.timings;
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.Observe(t.queued_s);
+  prefill_.Observe(t.prefill_s);
+  if (t.ttft_s) {
+    ttft_.Observe(*t.ttft_s);
+    decode_.Observe(t.decode_s);
+  }
+  if (c.usage.cache && c.usage.cache->reused_tokens > 0) {
+    auto it = restore_.find(c.usage.cache->tier);
+    if (it != restore_.end()) it->second.Observe(c.usage.cache->restore_ms / 1000.0);
+  }
+}
+
+std::string RequestMetrics::FormatPrometheus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  Describe(&out, "time_to_first_token_seconds",
+           "From the HTTP request being read to its first generated token, per request that produced one.");
+  out += ttft_.Samples("hearth_time_to_first_token_seconds", "");
+  Describe(&out, "request_prefill_seconds",
+           "From admission into a slot to the first token (the prompt's prefill, after what the cache restored).");
+  out += prefill_.Samples("hearth_request_prefill_seconds", "");
+  Describe(&out, "request_decode_seconds", "From the first token to the end of the request.");
+  out += decode_.Samples("hearth_request_decode_seconds", "");
+  Describe(&out, "request_queue_wait_seconds", "From submission to the engine to admission into a slot.");
+  out += queue_.Samples("hearth_request_queue_wait_seconds", "");
+  Describe(&out, "cache_restore_seconds", "Restoring a request's reused prefix, by the tier it came from.");
+  for (const char* tier : kTiers) {
+    out += restore_.at(tier).Samples("hearth_cache_restore_seconds", std::string("tier=\"") + tier + "\"");
+  }
+  return out;
+}
+
+}  // namespace hearth::server

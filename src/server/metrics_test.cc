@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <string>
@@ -26,7 +27,10 @@ std::map<std::string, std::string> Samples(const std::string& text) {
     const size_t sp = line.find(' ');
     EXPECT_NE(sp, std::string::npos) << line;
     const std::string name = line.substr(0, sp);
-    const std::string family = name.substr(0, name.find('{'));  // labels share their family's HELP/TYPE
+    std::string family = name.substr(0, name.find('{'));  // labels share their family's HELP/TYPE
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {  // so do a histogram's series
+      if (described[family] == 0 && family.ends_with(suffix)) family.resize(family.size() - std::strlen(suffix));
+    }
     EXPECT_EQ(described[family], 2) << name << " lacks HELP or TYPE";
     EXPECT_EQ(out.count(name), 0u) << name << " appears twice";
     out[name] = line.substr(sp + 1);
@@ -106,6 +110,40 @@ TEST(MetricsTest, CountersEndInTotalAndGaugesDoNot) {
                              "hearth_warm_ahead_tasks_total"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
   }
+}
+
+// Histograms follow Prometheus's conventions: cumulative _bucket series ending in
+// le="+Inf", then _sum and _count, in seconds.
+TEST(MetricsTest, HistogramsAreCumulativeInSeconds) {
+  RequestMetrics metrics;
+  api::Completion fast;
+  fast.timings = api::Timings{.queued_s = 0.002, .prefill_s = 0.04, .decode_s = 0.2, .ttft_s = 0.045};
+  fast.usage.cache = api::CacheReport{.reused_tokens = 100, .tier = "ram", .restore_ms = 3};
+  api::Completion slow;
+  slow.timings = api::Timings{.queued_s = 1.5, .prefill_s = 7, .decode_s = 40, .ttft_s = 8.6};
+  api::Completion no_token;  // ended before its first token: no ttft, no decode
+  no_token.timings = api::Timings{.queued_s = 0.001, .prefill_s = 0.3};
+  api::Completion untimed;   // not ended by the engine: not recorded
+  for (const auto* c : {&fast, &slow, &no_token, &untimed}) metrics.Record(*c);
+
+  auto m = Samples(metrics.FormatPrometheus());
+  EXPECT_EQ(m["hearth_time_to_first_token_seconds_bucket{le=\"0.05\"}"], "1");
+  EXPECT_EQ(m["hearth_time_to_first_token_seconds_bucket{le=\"10\"}"], "2");
+  EXPECT_EQ(m["hearth_time_to_first_token_seconds_bucket{le=\"+Inf\"}"], "2");
+  EXPECT_EQ(m["hearth_time_to_first_token_seconds_count"], "2");
+  EXPECT_EQ(m["hearth_time_to_first_token_seconds_sum"], "8.645");
+  EXPECT_EQ(m["hearth_request_prefill_seconds_count"], "3");
+  EXPECT_EQ(m["hearth_request_prefill_seconds_bucket{le=\"0.05\"}"], "1");
+  EXPECT_EQ(m["hearth_request_decode_seconds_count"], "2");
+  EXPECT_EQ(m["hearth_request_decode_seconds_bucket{le=\"30\"}"], "1");
+  EXPECT_EQ(m["hearth_request_queue_wait_seconds_bucket{le=\"0.005\"}"], "2");
+  EXPECT_EQ(m["hearth_request_queue_wait_seconds_count"], "3");
+  EXPECT_EQ(m["hearth_cache_restore_seconds_bucket{tier=\"ram\",le=\"0.0025\"}"], "0");
+  EXPECT_EQ(m["hearth_cache_restore_seconds_bucket{tier=\"ram\",le=\"0.005\"}"], "1");
+  EXPECT_EQ(m["hearth_cache_restore_seconds_sum{tier=\"ram\"}"], "0.003");
+  EXPECT_EQ(m["hearth_cache_restore_seconds_count{tier=\"disk\"}"], "0");
+  const std::string text = metrics.FormatPrometheus();
+  EXPECT_NE(text.find("# TYPE hearth_cache_restore_seconds histogram\n"), std::string::npos);
 }
 
 }  // namespace

@@ -26,19 +26,17 @@ engine::ChatMessage ToEngine(const api::Message& m) {
 // Many templates (Qwen's among them) accept a system message only at the start, while
 // clients send system turns mid-conversation (Claude Code does). When the template refuses
 // them, each such turn becomes a user turn holding its text in <system-reminder> tags, in
-// place, so that the next request's prompt still shares this one's prefix. Returns
-// whether any message changed.
+// place, so that the next request's prompt still shares this one's prefix. Only the first
+// message stays a system one: such templates refuse a second even right after it (Codex
+// sends two developer messages first). Returns whether any message changed.
 bool DemoteLateSystemMessages(std::vector<engine::ChatMessage>* messages) {
-  bool leading = true;
   bool changed = false;
-  for (auto& m : *messages) {
-    if (m.role != "system") {
-      leading = false;
-    } else if (!leading) {
-      m.role = "user";
-      m.content = "<system-reminder>\n" + m.content + "\n</system-reminder>";
-      changed = true;
-    }
+  for (size_t i = 1; i < messages->size(); ++i) {
+    engine::ChatMessage& m = (*messages)[i];
+    if (m.role != "system") continue;
+    m.role = "user";
+    m.content = "<system-reminder>\n" + m.content + "\n</system-reminder>";
+    changed = true;
   }
   return changed;
 }
@@ -84,6 +82,24 @@ RequestBuilder::RequestBuilder(const engine::Model& model, const engine::ChatTem
   const std::string marker = model_.TokenPiece(*turn_marker_, true);
   const size_t open = text.rfind(marker, at);
   if (open != std::string::npos) assistant_start_ = text.substr(open, at - open);
+
+  // Whether history opens a new turn for an assistant message that follows tool results,
+  // or continues the turn that called the tools (Gemma 4: no marker, so the generation
+  // prompt after a tool result is not repeated when the conversation goes on).
+  const std::string kToolProbe = "hearth-tool-probe-2c9e";
+  std::vector<engine::ChatMessage> tool_probe = {
+      {.role = "user", .content = "a"},
+      {.role = "assistant", .content = "c", .tool_calls = {{.id = "call-1", .name = "probe", .arguments = "{}"}}},
+      {.role = "tool", .content = kToolProbe, .tool_call_id = "call-1", .tool_name = "probe"},
+      {.role = "assistant", .content = kProbe},
+      {.role = "user", .content = "b"}};
+  auto with_tool = template_.Render(tool_probe, {});
+  if (!with_tool.ok()) return;
+  const size_t tool_at = with_tool->prompt.find(kToolProbe);
+  const size_t reply_at = with_tool->prompt.find(kProbe, tool_at == std::string::npos ? 0 : tool_at);
+  if (tool_at == std::string::npos || reply_at == std::string::npos) return;
+  const size_t reply_open = with_tool->prompt.rfind(marker, reply_at);
+  tool_reply_continues_turn_ = reply_open == std::string::npos || reply_open < tool_at;
 }
 
 std::vector<int32_t> RequestBuilder::MessageEnds(const std::vector<engine::Token>& tokens) const {
@@ -96,16 +112,22 @@ std::vector<int32_t> RequestBuilder::MessageEnds(const std::vector<engine::Token
 }
 
 std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine::Token>& prompt,
-                                                       const std::string& generation_prompt) const {
+                                                       const std::string& generation_prompt,
+                                                       bool after_tool_results) const {
   std::vector<int32_t> out = MessageEnds(prompt);
   const auto n = static_cast<int32_t>(prompt.size());
   // The last message's end sits just before the generation prompt's own header: nothing
   // but an assistant turn follows it in practice, and the generation start serves that.
   // Each position splits the prefill in two decodes (a state exists only at a decode's
-  // end), and each decode reads all the weights once: dropping it saves one.
+  // end), and each decode reads all the weights once: dropping it saves one. Not after
+  // tool results in a template whose history continues the calling turn there: the next
+  // request drops the whole generation prompt, and resumes from that end.
   const int32_t generation_start = GenerationStart(prompt, generation_prompt);
   constexpr int32_t kHeaderTokens = 4;
-  std::erase_if(out, [&](int32_t p) { return p < generation_start && generation_start - p <= kHeaderTokens; });
+  const bool keep_last_end = after_tool_results && tool_reply_continues_turn_;
+  std::erase_if(out, [&](int32_t p) {
+    return !keep_last_end && p < generation_start && generation_start - p <= kHeaderTokens;
+  });
   out.push_back(generation_start);
   out.push_back(n);
   std::sort(out.begin(), out.end());
@@ -179,7 +201,8 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
   out.task.prompt = TokenizeRendered(out.prompt_text);
   out.task.output_format = rendered->output_format;
   out.task.stop = rendered->additional_stops;
-  out.task.snapshot_positions = SnapshotPositions(out.task.prompt, rendered->generation_prompt);
+  const bool after_tool_results = !request.messages.empty() && request.messages.back().role == "tool";
+  out.task.snapshot_positions = SnapshotPositions(out.task.prompt, rendered->generation_prompt, after_tool_results);
   out.task.generation_start = GenerationStart(out.task.prompt, rendered->generation_prompt);
   return out;
 }
@@ -258,10 +281,11 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
     // Anthropic clients send a model-wide default (Claude Code: 32000) rather than a
     // per-request wish, so there it is a cap; OpenAI callers get the error.
     if (*request.max_tokens > room && request.flavor != api::Flavor::kAnthropic) {
-      return BadRequest("max_tokens is " + std::to_string(*request.max_tokens) + " but the prompt has " +
+      const std::string field = request.flavor == api::Flavor::kOpenAIResponses ? "max_output_tokens" : "max_tokens";
+      return BadRequest(field + " is " + std::to_string(*request.max_tokens) + " but the prompt has " +
                             std::to_string(n_prompt) + " tokens and the context holds " + std::to_string(n_ctx_) +
                             ", leaving room for " + std::to_string(room),
-                        "max_tokens");
+                        field);
     }
     out.task.max_tokens = std::min(*request.max_tokens, room);
   } else {

@@ -71,8 +71,9 @@ class RequestBuilder {
   // Positions before every turn-start marker in `tokens` (the end of each message but
   // the last), ascending.
   std::vector<int32_t> MessageEnds(const std::vector<engine::Token>& tokens) const;
+  // `after_tool_results`: the last message is a tool result.
   std::vector<int32_t> SnapshotPositions(const std::vector<engine::Token>& prompt,
-                                         const std::string& generation_prompt) const;
+                                         const std::string& generation_prompt, bool after_tool_results) const;
 
  private:
   StatusOr<engine::RenderedPrompt> RenderChat(const api::GenerationRequest& request,
@@ -92,6 +93,7 @@ class RequestBuilder {
   std::string cache_namespace_;
   std::optional<engine::Token> turn_marker_;  // e.g. <|im_start|>
   std::string assistant_start_;               // an assistant turn's opening as history renders it
+  bool tool_reply_continues_turn_ = false;    // history opens no turn for a reply to tool results
   std::shared_ptr<const engine::TokenMemo> memo_;  // null when the marker is no safe split point
   chat::Stabilizer stabilizer_;
   ChatDefaults chat_defaults_;

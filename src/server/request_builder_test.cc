@@ -162,6 +162,22 @@ TEST_F(RequestBuilderTest, LateSystemTurnBecomesAReminderInPlace) {
   EXPECT_LT(user, reminder) << "the turn stays where it was sent";
 }
 
+// Codex sends two developer (system) messages before the first user turn; Qwen's
+// template refuses the second there too.
+TEST_F(RequestBuilderTest, SecondLeadingSystemMessageBecomesAReminder) {
+  api::GenerationRequest r;
+  r.messages.push_back({.role = "system", .content = "You are a coding agent."});
+  r.messages.push_back({.role = "system", .content = "<skills>none</skills>"});
+  r.messages.push_back({.role = "user", .content = "say hi"});
+  auto built = builder_->Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
+  const std::string& prompt = std::get<BuildResult>(built).prompt_text;
+  const size_t reminder = prompt.find("<|im_start|>user\n<system-reminder>\n<skills>none</skills>\n</system-reminder>");
+  ASSERT_NE(reminder, std::string::npos) << prompt;
+  EXPECT_LT(prompt.find("You are a coding agent."), reminder);
+  EXPECT_LT(reminder, prompt.find("say hi"));
+}
+
 TEST_F(RequestBuilderTest, EmptyRawPromptIs400) {
   api::GenerationRequest r = Raw("");
   auto built = builder_->Build(r);
@@ -186,6 +202,51 @@ TEST_F(RequestBuilderTest, ToolsReachThePrompt) {
   auto built = builder_->Build(r);
   ASSERT_TRUE(std::holds_alternative<BuildResult>(built)) << std::get<api::ApiError>(built).message;
   EXPECT_NE(std::get<BuildResult>(built).prompt_text.find("get_weather"), std::string::npos);
+}
+
+// A reply to tool results: Gemma 4's history continues the turn that called the tools,
+// so the next request drops this prompt's whole generation prompt ("<|turn>model\n")
+// and resumes from the tool results' end: a state is kept there. Qwen3.5's history
+// reopens an assistant turn as the generation prompt does: no state there.
+api::GenerationRequest AfterToolResults() {
+  api::GenerationRequest r;
+  r.enable_thinking = true;  // Gemma 4's generation prompt is then "<|turn>model\n" alone
+  r.messages.push_back({.role = "user", .content = "Read a."});
+  r.messages.push_back({.role = "assistant",
+                        .content = "Reading it.",
+                        .tool_calls = {{.id = "call-1", .name = "read_file", .arguments = R"({"path":"a"})"}}});
+  r.messages.push_back({.role = "tool", .content = "contents of a", .tool_call_id = "call-1", .tool_name = "read_file"});
+  r.tools.push_back({"read_file", "Reads a file.", R"({"type":"object","properties":{"path":{"type":"string"}}})"});
+  return r;
+}
+
+std::vector<int32_t> SnapshotsAfterToolResults(std::string_view arch, std::vector<engine::Token>* prompt) {
+  const engine::Model* model = testing::LoadTestModel(arch);
+  const engine::ChatTemplate* tmpl = testing::LoadTestTemplate(arch);
+  if (model == nullptr || tmpl == nullptr) return {};
+  RequestBuilder builder(*model, *tmpl, 4096, "test");
+  auto built = builder.Build(AfterToolResults());
+  if (!std::holds_alternative<BuildResult>(built)) return {};
+  *prompt = std::get<BuildResult>(built).task.prompt;
+  return std::get<BuildResult>(built).task.snapshot_positions;
+}
+
+TEST(RequestBuilderFamiliesTest, AStateAtTheToolResultsEndWhereHistoryContinuesTheTurn) {
+  std::vector<engine::Token> prompt;
+  const std::vector<int32_t> gemma = SnapshotsAfterToolResults("gemma4", &prompt);
+  ASSERT_FALSE(gemma.empty());
+  const engine::Model* model = testing::LoadTestModel("gemma4");
+  const std::string before_last =
+      model->Detokenize(std::span(prompt).subspan(0, static_cast<size_t>(gemma[gemma.size() - 2])), true);
+  EXPECT_TRUE(before_last.ends_with("Reading it.<turn|>\n")) << before_last;
+  EXPECT_EQ(gemma.back(), static_cast<int32_t>(prompt.size()));
+
+  const std::vector<int32_t> qwen = SnapshotsAfterToolResults("qwen35", &prompt);
+  ASSERT_GE(qwen.size(), 2u);
+  const engine::Model* qwen_model = testing::LoadTestModel("qwen35");
+  const std::string qwen_before_last =
+      qwen_model->Detokenize(std::span(prompt).subspan(0, static_cast<size_t>(qwen[qwen.size() - 2])), true);
+  EXPECT_TRUE(qwen_before_last.ends_with("<|im_start|>assistant\n")) << qwen_before_last;
 }
 
 // States are kept at the end of every message but the last (the generation start, a few

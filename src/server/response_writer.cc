@@ -5,6 +5,7 @@
 #include "api/anthropic.h"
 #include "api/ids.h"
 #include "api/openai.h"
+#include "api/responses.h"
 
 namespace hearth::server {
 namespace {
@@ -95,13 +96,43 @@ class AnthropicWriter : public ResponseWriter {
   api::anthropic::StreamEncoder encoder_;
 };
 
+// The Responses API: events carry their own names; the stream ends with
+// response.completed (no [DONE]). Errors use OpenAI's shape.
+class ResponsesWriter : public ResponseWriter {
+ public:
+  explicit ResponsesWriter(api::responses::ResponseInfo info) : info_(std::move(info)) {}
+
+  std::string Begin(const api::Usage&) override { return encoder_.Start(info_); }
+  std::string Delta(const api::Delta& d) override { return encoder_.Push(d); }
+  std::string End(const api::Completion& c) override { return encoder_.Finish(c); }
+  std::string Fail(const api::ApiError& e) override { return encoder_.Error(e); }
+  std::string KeepAlive() override { return ": keep-alive\n\n"; }
+  std::string Whole(const api::Completion& c) override { return api::responses::ResponseJson(info_, c); }
+  std::string ErrorBody(const api::ApiError& e) override { return api::openai::ErrorJson(e); }
+
+ private:
+  api::responses::ResponseInfo info_;
+  api::responses::StreamEncoder encoder_;
+};
+
 }  // namespace
+
+std::unique_ptr<ResponseWriter> MakeResponsesWriter(api::responses::ResponseInfo info) {
+  return std::make_unique<ResponsesWriter>(std::move(info));
+}
 
 std::unique_ptr<ResponseWriter> MakeResponseWriter(api::Flavor flavor, std::string model, bool include_usage) {
   switch (flavor) {
     case api::Flavor::kOpenAIChat: return std::make_unique<OpenAIChatWriter>(std::move(model), include_usage);
     case api::Flavor::kOpenAICompletion: return std::make_unique<OpenAITextWriter>(std::move(model), include_usage);
     case api::Flavor::kAnthropic: return std::make_unique<AnthropicWriter>(std::move(model));
+    case api::Flavor::kOpenAIResponses: {
+      api::responses::ResponseInfo info;
+      info.id = api::NewId("resp_");
+      info.model = std::move(model);
+      info.created_at = UnixNow();
+      return MakeResponsesWriter(std::move(info));
+    }
   }
   return nullptr;
 }

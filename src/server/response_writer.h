@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "api/responses.h"
 #include "api/types.h"
 #include "base/status.h"
 
@@ -29,8 +30,11 @@ class ResponseWriter {
   virtual std::string ErrorBody(const api::ApiError& error) = 0;
 };
 
-// `include_usage`: OpenAI's stream_options.include_usage.
+// `include_usage`: OpenAI's stream_options.include_usage. kOpenAIResponses gets a fresh
+// response id and echoes nothing of the request: use MakeResponsesWriter for that.
 std::unique_ptr<ResponseWriter> MakeResponseWriter(api::Flavor flavor, std::string model, bool include_usage);
+// A /v1/responses writer answering as `info` (its id, the request fields it echoes).
+std::unique_ptr<ResponseWriter> MakeResponsesWriter(api::responses::ResponseInfo info);
 
 // The API error for an engine Status: 400 for bad input, 503 when busy or shutting down,
 // 500 otherwise.

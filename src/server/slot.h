@@ -69,4 +69,18 @@ struct Slot {
   bool prefilling() const { return n_prompt_done < task.prompt.size(); }
 };
 
+// Where the slot's time went, for a request ending at `end`.
+inline api::Timings TimingsOf(const Slot& slot, std::chrono::steady_clock::time_point end) {
+  using Seconds = std::chrono::duration<double>;
+  const bool first = slot.t_first_token != std::chrono::steady_clock::time_point{};
+  api::Timings t;
+  t.queued_s = Seconds(slot.t_admitted - slot.task.submitted).count();
+  t.prefill_s = Seconds((first ? slot.t_first_token : end) - slot.t_admitted).count();
+  if (first) {
+    t.decode_s = Seconds(end - slot.t_first_token).count();
+    t.ttft_s = Seconds(slot.t_first_token - slot.task.received).count();
+  }
+  return t;
+}
+
 }  // namespace hearth::server

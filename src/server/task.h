@@ -63,6 +63,8 @@ struct GenerationTask {
   // When the server had the whole HTTP request (before parsing it); the request log
   // times the first token from here. Left unset, Submit sets it.
   std::chrono::steady_clock::time_point received{};
+  // When Submit queued it (set by Submit).
+  std::chrono::steady_clock::time_point submitted{};
 };
 
 // Where the next request stops sharing this prompt, so where its shadow forks: the start

@@ -1,6 +1,8 @@
 // Warm equals cold: a prompt resumed from the prefix cache, from each tier, gives the
-// same logits as a full recompute of the same tokens, on the hybrid, the MoE hybrid and
-// the attention-only test models.
+// same logits as a full recompute of the same tokens, on every family's test model:
+// Gated DeltaNet hybrids (qwen35, qwen35moe, qwen3next), sliding-window attention
+// interleaved with global layers (gemma4, window 32: shorter than the prompts) and
+// attention only (qwen3).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,7 +42,9 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     model_ = testing::LoadTestModel(GetParam());
     ASSERT_NE(model_, nullptr);
-    needs_partial_ = model_->info().has_recurrent;
+    // As the server decides (engine_loop.cc): any layer that cannot be trimmed back.
+    needs_partial_ = false;
+    for (engine::LayerKind k : model_->info().layers) needs_partial_ |= k != engine::LayerKind::kAttention;
   }
 
   // A fresh context + cache ("server start"); `n_seqs` sequences, RAM budget, disk dir.
@@ -170,7 +174,8 @@ TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
   EXPECT_TRUE(Close(Cold(p3), warm3));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest, ::testing::Values("qwen35", "qwen35moe", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4"),
                          [](const auto& p) { return std::string(p.param); });
 
 }  // namespace

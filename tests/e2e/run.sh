@@ -18,8 +18,9 @@ build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
 hearth=$build/src/hearth
 model=$build/testdata/tiny-qwen35.gguf
 out=$build/e2e
-api_key=hearth-e2e-key
+api_key="hearth-e2e-key"
 
+# shellcheck source=../../scripts/lib/node.sh
 source "$here/../../scripts/lib/node.sh"
 if ! node_dir=$(find_node_dir); then
   echo "e2e: FAILED: Node.js $node_min_major or later is needed ($(describe_path_node)); run scripts/install-deps.sh" >&2
@@ -53,6 +54,7 @@ mkdir -p "$out"
 "$hearth" serve -m "$model" --port 0 --ctx-size 65536 --parallel 4 --api-key "$api_key" \
   --max-body 1048576 >"$out/hearth.stdout" 2>"$out/hearth.log" &
 server_pid=$!
+# shellcheck disable=SC2317  # run by the EXIT trap
 stop_server() {
   kill "$server_pid" 2>/dev/null || true
   wait "$server_pid" 2>/dev/null || true

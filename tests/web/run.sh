@@ -16,15 +16,18 @@ build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
 hearth=$build/src/hearth
 model=$build/testdata/tiny-qwen35.gguf
 out=$build/web
-api_key=hearth-web-key
+api_key="hearth-web-key"
 
+# shellcheck source=../../scripts/lib/node.sh
 source "$here/../../scripts/lib/node.sh"
 if ! node_dir=$(find_node_dir); then
   echo "web: FAILED: Node.js $node_min_major or later is needed ($(describe_path_node)); run scripts/install-deps.sh" >&2
   exit 1
 fi
 export PATH="$node_dir:$PATH"
-chromium=${HEARTH_CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+# Debian's chromium, or on macOS Homebrew's (a cask) or Google Chrome.
+mac_chrome="/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"
+chromium=${HEARTH_CHROMIUM:-$(command -v chromium || command -v chromium-browser || { [[ -x $mac_chrome ]] && echo "$mac_chrome"; } || true)}
 [[ -n $chromium ]] || { echo "web: FAILED: chromium is needed (run scripts/install-deps.sh)" >&2; exit 1; }
 [[ -x $hearth ]] || { echo "web: $hearth is not built" >&2; exit 1; }
 [[ -f $model ]] || bash "$here/../../scripts/make-test-models.sh" "$hearth" "$build/testdata"
@@ -35,6 +38,7 @@ mkdir -p "$out"
 "$hearth" serve -m "$model" --port 0 --ctx-size 16384 --parallel 2 --api-key "$api_key" \
   >"$out/hearth.stdout" 2>"$out/hearth.log" &
 server_pid=$!
+# shellcheck disable=SC2317  # run by the EXIT trap
 stop_server() {
   kill "$server_pid" 2>/dev/null || true
   wait "$server_pid" 2>/dev/null || true
