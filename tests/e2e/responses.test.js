@@ -3,7 +3,7 @@
 // input items and by previous_response_id.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openai, post, assertOpenAIError, MODEL, TEST_TIMEOUT_MS } from './lib.js';
+import { openai, post, metrics, eventually, assertOpenAIError, MODEL, TEST_TIMEOUT_MS } from './lib.js';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 // Long enough that reuse is plain in the counts.
@@ -55,12 +55,21 @@ test('responses.create, streamed: events in order, the last one whole', opts, as
   assert.ok(last.response.usage.output_tokens > 0 && last.response.usage.output_tokens <= 12);
 });
 
+// Waits until `n` warm-aheads (one per reply) were counted since `tasksBefore` and the
+// server is idle: as a user reads a reply before typing the next turn (an agent's tool
+// result, sent at once, is the shadow's case and is not waited for).
+async function warmAheadDone(tasksBefore, n) {
+  await eventually(metrics, (m) => m.hearth_warm_ahead_tasks_total >= tasksBefore + n && m.hearth_slots_busy === 0 &&
+    m.hearth_requests_queued === 0, 'the warm-ahead of the last reply');
+}
+
 test('a second turn sent as items, and one by previous_response_id, is read from the cache', opts, async () => {
   const client = openai();
   const tools = [{
     type: 'function', name: 'read_file', description: 'Read a file', strict: false,
     parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
   }];
+  const tasksBefore = (await metrics()).hearth_warm_ahead_tasks_total;
   const first = await client.responses.create({
     model: MODEL, instructions: INSTRUCTIONS, tools, input: 'Read main.c.', max_output_tokens: 6, temperature: 0,
   });
@@ -81,6 +90,8 @@ test('a second turn sent as items, and one by previous_response_id, is read from
   assert.ok(byItems.usage.hearth_cache.prefilled_tokens <= byItems.usage.input_tokens - first.usage.input_tokens + 8,
     JSON.stringify(byItems.usage));
 
+  // The user reads the reply before the next turn: what it re-renders is prepared by then.
+  await warmAheadDone(tasksBefore, 2);  // first's and byItems'
   const stream = await client.responses.create({
     model: MODEL, instructions: INSTRUCTIONS, tools, previous_response_id: byItems.id,
     input: [{ role: 'user', content: 'Now summarize it.' }], max_output_tokens: 6, temperature: 0, stream: true,
