@@ -64,21 +64,28 @@ TEST(DiskCrashTest, KillDuringWritesThenRestart) {
   const std::string dir = testing::MakeTempDir() + "/crash";
   std::mt19937 rng(42);
   for (int round = 0; round < 5; ++round) {
+    const std::set<std::string> states_before = StateNames(dir);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       auto store = DiskStore::Open(dir, 64u << 20, "ns");
       if (!store.ok()) _exit(3);
-      for (int i = 0;; ++i) {
-        // Each round writes other states than the last (the tokens start at round * 1000).
-        std::vector<Token> tokens(static_cast<size_t>(10 + i % 50), round * 1000 + i);
-        std::vector<uint8_t> bytes(static_cast<size_t>(200000 + (i * 7919) % 300000), static_cast<uint8_t>(i));
+      // A round writes less than the budget (at most 400 states of 20-50 kB): the budget
+      // evicts earlier rounds' files, never one this round put in place. (Writes queue ahead
+      // of a slow disk and count against the budget at once, so a round that wrote more
+      // could evict its own first file right after it landed.)
+      for (int i = 0; i < 400; ++i) {
+        // Each round writes other states than every earlier one: the first token names
+        // the round, the rest the write.
+        std::vector<Token> tokens(static_cast<size_t>(10 + i % 50), i);
+        tokens[0] = round;
+        std::vector<uint8_t> bytes(static_cast<size_t>(20000 + (i * 7919) % 30000), static_cast<uint8_t>(i));
         (void)(*store)->Write("ns", tokens, StateKind::kPartial, bytes);
       }
+      for (;;) pause();  // the writer thread drains what is queued; the kill ends it all
     }
     // Kill only once this round's writer has put a file in place (however slow the
     // machine), then at a random moment of the writes that follow.
-    const std::set<std::string> states_before = StateNames(dir);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (NewStates(dir, states_before) == 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -103,7 +110,7 @@ TEST(DiskCrashTest, KillDuringWritesThenRestart) {
       ASSERT_FALSE(bytes->empty());
       const uint8_t fill = (*bytes)[0];
       EXPECT_TRUE(std::all_of(bytes->begin(), bytes->end(), [fill](uint8_t b) { return b == fill; }));
-      if (e.tokens[0] / 1000 == round) ++offered_this_round;
+      if (e.tokens[0] == round) ++offered_this_round;
     }
     // (The budget evicts the oldest files first, never this round's.)
     EXPECT_GT(offered_this_round, 0u) << "round " << round << ": the files this round put in place are not offered";
