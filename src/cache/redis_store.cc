@@ -1,0 +1,383 @@
+#include "cache/redis_store.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "cache/redis_connection.h"
+#include "cache/redis_layout.h"
+
+namespace hearth::cache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bytes of chunk commands in flight on one pipeline: bounds hiredis' buffers (and what Redis
+// holds for us) whatever the chunk size.
+constexpr size_t kWindowBytes = 32u << 20;
+// A forged or corrupt header may claim any length: reserve no more than this up front.
+constexpr uint64_t kMaxReserve = uint64_t{1} << 30;
+
+std::string_view View(const std::vector<uint8_t>& v, size_t at, size_t n) {
+  return {reinterpret_cast<const char*>(v.data()) + at, n};
+}
+
+class RedisStore : public SharedStore {
+ public:
+  RedisStore(RedisOptions options, const RedisEndpoint& endpoint)
+      : options_(std::move(options)),
+        reader_(endpoint, Timeouts()),
+        writer_conn_(endpoint, Timeouts()),
+        window_(std::max<size_t>(1, kWindowBytes / options_.chunk_bytes)) {
+    writer_ = std::thread([this] { WriterLoop(); });
+  }
+
+  ~RedisStore() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      stop_by_ = Clock::now() + std::chrono::milliseconds(options_.shutdown_ms);
+    }
+    cv_.notify_all();
+    writer_.join();
+  }
+
+  // At Open: says at once when Redis does not answer, or is set up to lose what it holds
+  // in a way hearth does not expect.
+  void Probe() {
+    std::lock_guard<std::mutex> lock(read_mu_);
+    Status s = reader_.Ensure();
+    NoteConnected(s);
+    if (!s.ok()) return;
+    auto config = [&](const char* name) -> std::string {
+      auto r = reader_.Command({"CONFIG", "GET", name});
+      if (!r.ok() || (*r)->type != REDIS_REPLY_ARRAY || (*r)->elements != 2) return "";  // CONFIG may be renamed away
+      return DescribeReply(*(*r)->element[1]);
+    };
+    const std::string policy = config("maxmemory-policy"), maxmemory = config("maxmemory");
+    const std::string where = reader_.endpoint().Describe();
+    if (policy == "noeviction" || policy.rfind("volatile", 0) == 0) {
+      std::fprintf(stderr,
+                   "hearth: shared tier: Redis at %s has maxmemory-policy %s: hearth's keys have no TTL and "
+                   "need allkeys-lru (or allkeys-lfu) to be evicted\n",
+                   where.c_str(), policy.c_str());
+    }
+    if (maxmemory == "0") {
+      std::fprintf(stderr, "hearth: shared tier: Redis at %s has no maxmemory: it grows with every state stored\n",
+                   where.c_str());
+    }
+  }
+
+  void Put(const std::string& ns, std::span<const Token> tokens, StateKind kind, std::vector<uint8_t> bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.puts;
+    if (bytes.size() > options_.queue_bytes) {
+      ++stats_.dropped;
+      return;
+    }
+    while (!queue_.empty() && queued_bytes_ + bytes.size() > options_.queue_bytes) {
+      queued_bytes_ -= queue_.front().bytes.size();
+      queue_.pop_front();
+      ++stats_.dropped;
+    }
+    queued_bytes_ += bytes.size();
+    queue_.push_back(Pending{ns, std::vector<Token>(tokens.begin(), tokens.end()), kind, std::move(bytes)});
+    cv_.notify_all();
+  }
+
+  SharedLookup Find(const std::string& ns, std::span<const Token> tokens, std::span<const int32_t> depths,
+                    StateKind kind) override;
+
+  bool Flush(int timeout_ms) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return queue_.empty() && !writing_; });
+  }
+
+  SharedStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    SharedStats s = stats_;
+    s.queued_bytes = queued_bytes_;
+    s.connected = connected_;
+    return s;
+  }
+
+ private:
+  struct Pending {
+    std::string ns;
+    std::vector<Token> tokens;
+    StateKind kind = StateKind::kFull;
+    std::vector<uint8_t> bytes;
+  };
+
+  RedisTimeouts Timeouts() const {
+    return {options_.connect_timeout_ms, options_.command_timeout_ms, options_.reconnect_min_ms,
+            options_.reconnect_max_ms};
+  }
+
+  // Runs `exchange` on `conn`, once more on a fresh connection when the one it had was
+  // found closed (a Redis restart closes every client's). `exchange` must be repeatable.
+  Status Exchange(RedisConnection& conn, const std::function<Status()>& exchange) {
+    const bool had = conn.connected();
+    Status s = conn.Ensure();
+    if (s.ok()) s = exchange();
+    if (!s.ok() && had) {
+      s = conn.Ensure();
+      if (s.ok()) s = exchange();
+    }
+    NoteConnected(s);
+    return s;
+  }
+
+  // Logs when the store goes down or comes back, not on every call.
+  void NoteConnected(const Status& s) {
+    const bool up = s.ok() || s.code() != StatusCode::kUnavailable;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (up == connected_ && logged_once_) return;
+    logged_once_ = true;
+    connected_ = up;
+    if (up) {
+      std::fprintf(stderr, "hearth: shared tier: connected to Redis at %s\n", reader_.endpoint().Describe().c_str());
+    } else {
+      std::fprintf(stderr, "hearth: shared tier: %s; lookups miss and writes are dropped until it answers\n",
+                   s.message().c_str());
+    }
+  }
+
+  // Reads and verifies the state whose header value is `value`. The payload, or nullopt
+  // with `*why` (kUnavailable status in `*wire` when the connection failed).
+  std::optional<std::vector<uint8_t>> ReadState(const std::string& base, std::string_view value,
+                                                const std::string& ns, std::span<const Token> want, StateKind kind,
+                                                size_t* bytes_read, std::string* why, Status* wire);
+  void WriterLoop();
+  // Writes one state: chunks, then the header. Error replies go to *refused.
+  Status Write(const Pending& p, std::string* refused);
+
+  const RedisOptions options_;
+  std::mutex read_mu_;      // Finds take turns on one connection
+  RedisConnection reader_;  // guarded by read_mu_
+  RedisConnection writer_conn_;  // the writer thread's alone
+  const size_t window_;     // chunk commands in flight
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;  // guarded by mu_
+  size_t queued_bytes_ = 0;    // guarded by mu_
+  bool writing_ = false;       // guarded by mu_: the writer holds a state popped from queue_
+  bool stopping_ = false;      // guarded by mu_
+  Clock::time_point stop_by_;  // guarded by mu_
+  SharedStats stats_;          // guarded by mu_
+  bool connected_ = false;     // guarded by mu_
+  bool logged_once_ = false;   // guarded by mu_
+  std::thread writer_;
+};
+
+SharedLookup RedisStore::Find(const std::string& ns, std::span<const Token> tokens, std::span<const int32_t> depths,
+                              StateKind kind) {
+  const auto start = Clock::now();
+  SharedLookup out;
+  std::vector<int32_t> ds;
+  for (int32_t d : depths) {
+    if (d > 0 && d <= static_cast<int32_t>(tokens.size())) ds.push_back(d);
+  }
+  std::sort(ds.begin(), ds.end());
+  ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
+  out.asked = static_cast<int>(ds.size());
+  const std::vector<std::string> bases = RedisStateBases(options_.key_prefix, ns, kind, tokens, ds);
+  std::string why;  // the deepest candidate's reason, when none is usable
+  if (!ds.empty()) {
+    std::lock_guard<std::mutex> lock(read_mu_);
+    std::vector<std::optional<std::string>> headers;
+    std::vector<std::string> keys;
+    for (const std::string& b : bases) keys.push_back(RedisHeaderKey(b));
+    Status s = Exchange(reader_, [&] {
+      headers.assign(ds.size(), std::nullopt);
+      return reader_.Pipeline(
+          keys.size(), [&](size_t i) { return RedisArgs{"GET", keys[i]}; },
+          [&](size_t i, const redisReply& r) {
+            if (r.type == REDIS_REPLY_STRING) {
+              headers[i] = std::string(r.str, r.len);
+              out.bytes += r.len;
+            } else if (r.type == REDIS_REPLY_ERROR && why.empty()) {
+              why = "Redis refused a read: " + DescribeReply(r);
+            }
+            return true;
+          },
+          keys.size());
+    });
+    if (!s.ok()) why = "store unavailable: " + s.message();
+    for (size_t i = ds.size(); s.ok() && i-- > 0;) {
+      if (!headers[i]) continue;
+      std::string reason;
+      Status wire;
+      auto payload = ReadState(bases[i], *headers[i], ns, tokens.first(static_cast<size_t>(ds[i])), kind, &out.bytes,
+                               &reason, &wire);
+      if (payload) {
+        out.hit = SharedHit{ds[i], kind, std::move(*payload)};
+        break;
+      }
+      if (why.empty()) why = "state at depth " + std::to_string(ds[i]) + ": " + reason;
+      if (!wire.ok()) {
+        NoteConnected(wire);
+        why = "store unavailable: " + wire.message();
+        break;
+      }
+    }
+  }
+  if (!out.hit) out.why = why;
+  out.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.lookups;
+  ++(out.hit ? stats_.hits : stats_.misses);
+  if (!out.hit && !out.why.empty()) ++stats_.lookup_errors;
+  stats_.bytes_read += static_cast<int64_t>(out.bytes);
+  return out;
+}
+
+std::optional<std::vector<uint8_t>> RedisStore::ReadState(const std::string& base, std::string_view value,
+                                                          const std::string& ns, std::span<const Token> want,
+                                                          StateKind kind, size_t* bytes_read, std::string* why,
+                                                          Status* wire) {
+  RedisHeader h;
+  if (!DecodeRedisHeader(value, &h, why)) {
+    *why = "bad header: " + *why;
+    return std::nullopt;
+  }
+  if (h.state.kind != kind || h.state.ns != ns || !std::equal(want.begin(), want.end(), h.state.tokens.begin(),
+                                                              h.state.tokens.end())) {
+    *why = "holds another state";
+    return std::nullopt;
+  }
+  std::vector<uint8_t> payload;
+  payload.reserve(static_cast<size_t>(std::min(h.state.payload_len, kMaxReserve)));
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < h.n_chunks; ++i) keys.push_back(RedisChunkKey(base, h.state.payload_hash, i));
+  const std::string of = " of " + std::to_string(h.n_chunks);
+  *wire = reader_.Pipeline(
+      keys.size(), [&](size_t i) { return RedisArgs{"GET", keys[i]}; },
+      [&](size_t i, const redisReply& r) {
+        const uint64_t expected = RedisChunkLength(h, static_cast<uint32_t>(i));
+        if (r.type == REDIS_REPLY_NIL) {
+          *why = "chunk " + std::to_string(i) + of + " missing (evicted)";
+        } else if (r.type != REDIS_REPLY_STRING) {
+          *why = "chunk " + std::to_string(i) + of + ": " + DescribeReply(r);
+        } else if (r.len != expected) {
+          *why = "chunk " + std::to_string(i) + of + " holds " + std::to_string(r.len) + " bytes, expected " +
+                 std::to_string(expected);
+        } else {
+          *bytes_read += r.len;
+          payload.insert(payload.end(), r.str, r.str + r.len);
+          return true;
+        }
+        return false;
+      },
+      window_);
+  if (!wire->ok()) {
+    *why = wire->message();
+    return std::nullopt;
+  }
+  if (!why->empty()) return std::nullopt;
+  if (XXH3_64bits(payload.data(), payload.size()) != h.state.payload_hash) {
+    *why = "checksum mismatch";
+    return std::nullopt;
+  }
+  return payload;
+}
+
+void RedisStore::WriterLoop() {
+  while (true) {
+    Pending p;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      writing_ = false;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, all written
+      if (stopping_ && Clock::now() >= stop_by_) {
+        stats_.dropped += static_cast<int64_t>(queue_.size());
+        queue_.clear();
+        queued_bytes_ = 0;
+        cv_.notify_all();
+        return;
+      }
+      p = std::move(queue_.front());
+      queue_.pop_front();
+      queued_bytes_ -= p.bytes.size();
+      writing_ = true;
+    }
+    std::string refused;
+    const bool had = writer_conn_.connected();
+    Status s = Exchange(writer_conn_, [&] {
+      refused.clear();
+      return Write(p, &refused);
+    });
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.ok() && refused.empty()) {
+      ++stats_.written;
+      stats_.bytes_written += static_cast<int64_t>(p.bytes.size());
+      continue;
+    }
+    ++stats_.dropped;
+    // A write that reached Redis and failed there or on the wire is an error; one never
+    // tried because Redis is down (in the backoff) is only a drop.
+    if (!refused.empty() || had || writer_conn_.connected()) ++stats_.write_errors;
+    if (!refused.empty()) std::fprintf(stderr, "hearth: shared tier: Redis refused a state: %s\n", refused.c_str());
+  }
+}
+
+Status RedisStore::Write(const Pending& p, std::string* refused) {
+  const int32_t depth = static_cast<int32_t>(p.tokens.size());
+  const std::string base = RedisStateBases(options_.key_prefix, p.ns, p.kind, p.tokens, std::span(&depth, 1))[0];
+  RedisHeader h;
+  h.state.kind = p.kind;
+  h.state.ns = p.ns;
+  h.state.tokens = p.tokens;
+  h.state.payload_len = p.bytes.size();
+  h.state.payload_hash = XXH3_64bits(p.bytes.data(), p.bytes.size());
+  h.chunk_bytes = options_.chunk_bytes;
+  h.n_chunks = static_cast<uint32_t>((p.bytes.size() + h.chunk_bytes - 1) / h.chunk_bytes);
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < h.n_chunks; ++i) keys.push_back(RedisChunkKey(base, h.state.payload_hash, i));
+  auto check = [&](size_t, const redisReply& r) {
+    if (r.type == REDIS_REPLY_ERROR) *refused = DescribeReply(r);
+    return refused->empty();
+  };
+  Status s = writer_conn_.Pipeline(
+      keys.size(),
+      [&](size_t i) {
+        const uint32_t at = static_cast<uint32_t>(i);
+        return RedisArgs{"SET", keys[i], View(p.bytes, at * h.chunk_bytes, RedisChunkLength(h, at))};
+      },
+      check, window_);
+  if (!s.ok() || !refused->empty()) return s;  // no header: the chunks written are orphans for LRU to take
+  const std::string header = EncodeRedisHeader(h);
+  const std::string header_key = RedisHeaderKey(base);
+  return writer_conn_.Pipeline(1, [&](size_t) { return RedisArgs{"SET", header_key, header}; }, check, 1);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SharedStore>> OpenRedisStore(const RedisOptions& options) {
+  auto endpoint = ParseRedisUrl(options.url);
+  if (!endpoint.ok()) return endpoint.status();
+  if (options.chunk_bytes == 0) return InvalidArgument("Redis store: chunk size must be positive");
+  if (options.key_prefix.find_first_of("{}") != std::string::npos) {
+    return InvalidArgument("Redis store: key prefix \"" + options.key_prefix +
+                           "\" holds a brace (the hash tag {...} follows the prefix)");
+  }
+  if (options.connect_timeout_ms <= 0 || options.command_timeout_ms <= 0 || options.reconnect_min_ms <= 0 ||
+      options.reconnect_max_ms < options.reconnect_min_ms) {
+    return InvalidArgument("Redis store: timeouts must be positive, reconnect_max_ms >= reconnect_min_ms");
+  }
+  auto store = std::make_unique<RedisStore>(options, *endpoint);
+  store->Probe();
+  return std::unique_ptr<SharedStore>(std::move(store));
+}
+
+}  // namespace hearth::cache
