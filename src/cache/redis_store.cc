@@ -13,6 +13,7 @@
 
 #include "cache/redis_connection.h"
 #include "cache/redis_layout.h"
+#include "cache/redis_router.h"
 
 namespace hearth::cache {
 namespace {
@@ -33,6 +34,7 @@ class RedisStore : public SharedStore {
  public:
   RedisStore(RedisOptions options, const RedisEndpoint& endpoint)
       : options_(std::move(options)),
+        endpoint_(endpoint.Describe()),
         reader_(endpoint, Timeouts()),
         writer_conn_(endpoint, Timeouts()),
         window_(std::max<size_t>(1, kWindowBytes / options_.chunk_bytes)) {
@@ -53,16 +55,17 @@ class RedisStore : public SharedStore {
   // in a way hearth does not expect.
   void Probe() {
     std::lock_guard<std::mutex> lock(read_mu_);
-    Status s = reader_.Ensure();
+    RedisConnection& seed = reader_.seed();
+    Status s = seed.Ensure();
     NoteConnected(s);
     if (!s.ok()) return;
     auto config = [&](const char* name) -> std::string {
-      auto r = reader_.Command({"CONFIG", "GET", name});
+      auto r = seed.Command({"CONFIG", "GET", name});
       if (!r.ok() || (*r)->type != REDIS_REPLY_ARRAY || (*r)->elements != 2) return "";  // CONFIG may be renamed away
       return DescribeReply(*(*r)->element[1]);
     };
     const std::string policy = config("maxmemory-policy"), maxmemory = config("maxmemory");
-    const std::string where = reader_.endpoint().Describe();
+    const std::string where = seed.endpoint().Describe();
     if (policy == "noeviction" || policy.rfind("volatile", 0) == 0) {
       std::fprintf(stderr,
                    "hearth: shared tier: Redis at %s has maxmemory-policy %s: hearth's keys have no TTL and "
@@ -121,20 +124,6 @@ class RedisStore : public SharedStore {
             options_.reconnect_max_ms};
   }
 
-  // Runs `exchange` on `conn`, once more on a fresh connection when the one it had was
-  // found closed (a Redis restart closes every client's). `exchange` must be repeatable.
-  Status Exchange(RedisConnection& conn, const std::function<Status()>& exchange) {
-    const bool had = conn.connected();
-    Status s = conn.Ensure();
-    if (s.ok()) s = exchange();
-    if (!s.ok() && had) {
-      s = conn.Ensure();
-      if (s.ok()) s = exchange();
-    }
-    NoteConnected(s);
-    return s;
-  }
-
   // Logs when the store goes down or comes back, not on every call.
   void NoteConnected(const Status& s) {
     const bool up = s.ok() || s.code() != StatusCode::kUnavailable;
@@ -143,7 +132,7 @@ class RedisStore : public SharedStore {
     logged_once_ = true;
     connected_ = up;
     if (up) {
-      std::fprintf(stderr, "hearth: shared tier: connected to Redis at %s\n", reader_.endpoint().Describe().c_str());
+      std::fprintf(stderr, "hearth: shared tier: connected to Redis at %s\n", endpoint_.c_str());
     } else {
       std::fprintf(stderr, "hearth: shared tier: %s; lookups miss and writes are dropped until it answers\n",
                    s.message().c_str());
@@ -156,13 +145,15 @@ class RedisStore : public SharedStore {
                                                 const std::string& ns, std::span<const Token> want, StateKind kind,
                                                 size_t* bytes_read, std::string* why, Status* wire);
   void WriterLoop();
-  // Writes one state: chunks, then the header. Error replies go to *refused.
-  Status Write(const Pending& p, std::string* refused);
+  // Writes one state: chunks, then the header. Error replies go to *refused; *reached says
+  // whether a connection took commands (a failure then is an error, not only a drop).
+  Status Write(const Pending& p, std::string* refused, bool* reached);
 
   const RedisOptions options_;
   std::mutex read_mu_;      // Finds take turns on one connection
-  RedisConnection reader_;  // guarded by read_mu_
-  RedisConnection writer_conn_;  // the writer thread's alone
+  const std::string endpoint_;  // the seed, for logs
+  RedisRouter reader_;          // guarded by read_mu_
+  RedisRouter writer_conn_;     // the writer thread's alone
   const size_t window_;     // chunk commands in flight
 
   mutable std::mutex mu_;
@@ -190,29 +181,24 @@ SharedLookup RedisStore::Find(const std::string& ns, std::span<const Token> toke
   ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
   out.asked = static_cast<int>(ds.size());
   const std::vector<std::string> bases = RedisStateBases(options_.key_prefix, ns, kind, tokens, ds);
-  std::string why;  // the deepest candidate's reason, when none is usable
+  std::string why;     // the deepest candidate's reason, when none is usable
+  Status unavailable;  // a node that did not answer
   if (!ds.empty()) {
     std::lock_guard<std::mutex> lock(read_mu_);
-    std::vector<std::optional<std::string>> headers;
+    std::vector<std::optional<std::string>> headers(ds.size());
     std::vector<std::string> keys;
     for (const std::string& b : bases) keys.push_back(RedisHeaderKey(b));
-    Status s = Exchange(reader_, [&] {
-      headers.assign(ds.size(), std::nullopt);
-      return reader_.Pipeline(
-          keys.size(), [&](size_t i) { return RedisArgs{"GET", keys[i]}; },
-          [&](size_t i, const redisReply& r) {
-            if (r.type == REDIS_REPLY_STRING) {
-              headers[i] = std::string(r.str, r.len);
-              out.bytes += r.len;
-            } else if (r.type == REDIS_REPLY_ERROR && why.empty()) {
-              why = "Redis refused a read: " + DescribeReply(r);
-            }
-            return true;
-          },
-          keys.size());
+    Status s = reader_.GetMany(keys, [&](size_t i, const redisReply& r) {
+      if (r.type == REDIS_REPLY_STRING) {
+        headers[i] = std::string(r.str, r.len);
+      } else if (r.type == REDIS_REPLY_ERROR && why.empty()) {
+        why = "Redis refused a read: " + DescribeReply(r);
+      }
     });
-    if (!s.ok()) why = "store unavailable: " + s.message();
-    for (size_t i = ds.size(); s.ok() && i-- > 0;) {
+    NoteConnected(s);
+    unavailable = s;
+    for (const auto& header : headers) out.bytes += header ? header->size() : 0;
+    for (size_t i = ds.size(); i-- > 0;) {
       if (!headers[i]) continue;
       std::string reason;
       Status wire;
@@ -226,11 +212,10 @@ SharedLookup RedisStore::Find(const std::string& ns, std::span<const Token> toke
       if (!wire.ok()) {
         NoteConnected(wire);
         why = "store unavailable: " + wire.message();
-        break;
       }
     }
   }
-  if (!out.hit) out.why = why;
+  if (!out.hit) out.why = why.empty() && !unavailable.ok() ? "store unavailable: " + unavailable.message() : why;
   out.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.lookups;
@@ -259,8 +244,9 @@ std::optional<std::vector<uint8_t>> RedisStore::ReadState(const std::string& bas
   std::vector<std::string> keys;
   for (uint32_t i = 0; i < h.n_chunks; ++i) keys.push_back(RedisChunkKey(base, h.state.payload_hash, i));
   const std::string of = " of " + std::to_string(h.n_chunks);
-  *wire = reader_.Pipeline(
-      keys.size(), [&](size_t i) { return RedisArgs{"GET", keys[i]}; },
+  size_t read = 0;
+  *wire = reader_.RunOnSlot(
+      base, keys.size(), [&](size_t i) { return RedisArgs{"GET", keys[i]}; },
       [&](size_t i, const redisReply& r) {
         const uint64_t expected = RedisChunkLength(h, static_cast<uint32_t>(i));
         if (r.type == REDIS_REPLY_NIL) {
@@ -271,13 +257,19 @@ std::optional<std::vector<uint8_t>> RedisStore::ReadState(const std::string& bas
           *why = "chunk " + std::to_string(i) + of + " holds " + std::to_string(r.len) + " bytes, expected " +
                  std::to_string(expected);
         } else {
-          *bytes_read += r.len;
+          read += r.len;
           payload.insert(payload.end(), r.str, r.str + r.len);
           return true;
         }
         return false;
       },
-      window_);
+      window_,
+      [&] {
+        why->clear();
+        payload.clear();
+        read = 0;
+      });
+  *bytes_read += read;
   if (!wire->ok()) {
     *why = wire->message();
     return std::nullopt;
@@ -312,11 +304,9 @@ void RedisStore::WriterLoop() {
       writing_ = true;
     }
     std::string refused;
-    const bool had = writer_conn_.connected();
-    Status s = Exchange(writer_conn_, [&] {
-      refused.clear();
-      return Write(p, &refused);
-    });
+    bool had = false;
+    Status s = Write(p, &refused, &had);
+    NoteConnected(s);
     std::lock_guard<std::mutex> lock(mu_);
     if (s.ok() && refused.empty()) {
       ++stats_.written;
@@ -326,12 +316,12 @@ void RedisStore::WriterLoop() {
     ++stats_.dropped;
     // A write that reached Redis and failed there or on the wire is an error; one never
     // tried because Redis is down (in the backoff) is only a drop.
-    if (!refused.empty() || had || writer_conn_.connected()) ++stats_.write_errors;
+    if (!refused.empty() || had) ++stats_.write_errors;
     if (!refused.empty()) std::fprintf(stderr, "hearth: shared tier: Redis refused a state: %s\n", refused.c_str());
   }
 }
 
-Status RedisStore::Write(const Pending& p, std::string* refused) {
+Status RedisStore::Write(const Pending& p, std::string* refused, bool* reached) {
   const int32_t depth = static_cast<int32_t>(p.tokens.size());
   const std::string base = RedisStateBases(options_.key_prefix, p.ns, p.kind, p.tokens, std::span(&depth, 1))[0];
   RedisHeader h;
@@ -342,23 +332,26 @@ Status RedisStore::Write(const Pending& p, std::string* refused) {
   h.state.payload_hash = XXH3_64bits(p.bytes.data(), p.bytes.size());
   h.chunk_bytes = options_.chunk_bytes;
   h.n_chunks = static_cast<uint32_t>((p.bytes.size() + h.chunk_bytes - 1) / h.chunk_bytes);
+  const std::string header = EncodeRedisHeader(h);
   std::vector<std::string> keys;
   for (uint32_t i = 0; i < h.n_chunks; ++i) keys.push_back(RedisChunkKey(base, h.state.payload_hash, i));
   auto check = [&](size_t, const redisReply& r) {
     if (r.type == REDIS_REPLY_ERROR) *refused = DescribeReply(r);
     return refused->empty();
   };
-  Status s = writer_conn_.Pipeline(
-      keys.size(),
+  auto restart = [&] { refused->clear(); };
+  Status s = writer_conn_.RunOnSlot(
+      base, keys.size(),
       [&](size_t i) {
+        *reached = true;
         const uint32_t at = static_cast<uint32_t>(i);
         return RedisArgs{"SET", keys[i], View(p.bytes, at * h.chunk_bytes, RedisChunkLength(h, at))};
       },
-      check, window_);
+      check, window_, restart);
   if (!s.ok() || !refused->empty()) return s;  // no header: the chunks written are orphans for LRU to take
-  const std::string header = EncodeRedisHeader(h);
   const std::string header_key = RedisHeaderKey(base);
-  return writer_conn_.Pipeline(1, [&](size_t) { return RedisArgs{"SET", header_key, header}; }, check, 1);
+  return writer_conn_.RunOnSlot(
+      base, 1, [&](size_t) { return RedisArgs{"SET", header_key, header}; }, check, 1, restart);
 }
 
 }  // namespace

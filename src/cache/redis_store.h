@@ -23,11 +23,15 @@
 // and the next deepest candidate with a header is tried. A Redis that is down or slow is
 // a miss ("store unavailable: ..."), bounded by the timeouts; reconnects back off.
 //
-// Not supported: TLS (`rediss://`: hiredis 0.14 has none; Open says so); Redis Cluster
-// redirections (MOVED/ASK): point it at one node, or a proxy that routes by key.
+// Redis Cluster: the URL names any one node; MOVED replies teach the store which node
+// serves which slot, and ASK (a slot being migrated) is followed per command
+// (redis_router.h). A state's keys share one slot, so a state is read and written on one
+// node; a lookup asks each node for the headers it holds in one pipeline.
 //
-// Thread safety: every method may be called from any thread. Finds share one connection
-// (under a lock); the writer thread owns another.
+// Not supported: TLS (`rediss://`: hiredis 0.14 has none; Open says so).
+//
+// Thread safety: every method may be called from any thread. Finds share one set of
+// connections (under a lock); the writer thread owns another.
 #pragma once
 
 #include <memory>

@@ -19,21 +19,33 @@ extern char** environ;
 namespace hearth::testing {
 namespace {
 
-// A port the kernel just handed out on loopback: free, unless another process takes it
-// before redis-server binds it (Start then fails, and says so).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+bool Bind(int fd, int port, int* bound) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return false;
   }
-  ::close(fd);
-  return port;
+  *bound = ntohs(addr.sin_port);
+  return true;
+}
+
+// A port the kernel just handed out on loopback: free, unless another process takes it
+// before redis-server binds it (Start then fails, and says so). At most 55535, with the
+// port 10000 above it free too: a cluster node's bus listens there.
+int FreePort() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0), bus = ::socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0, bus_port = 0;
+    const bool ok = Bind(fd, 0, &port) && port <= 55535 && Bind(bus, port + 10000, &bus_port);
+    ::close(fd);
+    ::close(bus);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 RedisReply Convert(const redisReply* r) {
@@ -72,7 +84,11 @@ bool RedisServer::Start() {
                                    "--save", "", "--appendonly", "no", "--dir", "/tmp", "--daemonize", "no",
                                    // as docs/cache.md asks of a Redis for hearth
                                    "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"};
-  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  for (std::string a : extra_args_) {
+    const size_t at = a.find("{port}");
+    if (at != std::string::npos) a.replace(at, 6, std::to_string(port_));
+    args.push_back(a);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

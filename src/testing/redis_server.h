@@ -23,7 +23,8 @@ struct RedisReply {
 
 class RedisServer {
  public:
-  // `extra_args` go to redis-server after hearth's own (e.g. {"--maxmemory", "2mb"}).
+  // `extra_args` go to redis-server after hearth's own (e.g. {"--maxmemory", "2mb"}); in
+  // each, "{port}" becomes the server's port (a cluster node's config file name).
   explicit RedisServer(std::vector<std::string> extra_args = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
