@@ -113,5 +113,44 @@ TEST_F(RedisClusterTest, OneSeedUrlReachesEveryNodeAndAStateStaysOnOneNode) {
   EXPECT_TRUE(found.hit->bytes == Bytes(2500, 130));
 }
 
+// A slot being migrated (MIGRATING on its node, IMPORTING on the next): keys already moved
+// are answered with ASK, which the store follows for that command without learning it.
+TEST_F(RedisClusterTest, AStateWhoseSlotIsMigratingIsReadAndWrittenOnBothNodes) {
+  auto store = Open();
+  ASSERT_TRUE(store);
+  std::vector<Token> prompt(50);
+  std::iota(prompt.begin(), prompt.end(), 7);
+  const std::vector<int32_t> depths = {50};
+  const auto before = Bytes(2500, 1), after = Bytes(2500, 2);
+  store->Put("ns", prompt, StateKind::kFull, before);
+  ASSERT_TRUE(store->Flush(10000));
+  const std::string base = RedisStateBases("hearth:", "ns", StateKind::kFull, prompt, depths)[0];
+  const std::string slot = std::to_string(RedisKeySlot(base));
+  int src = 0;
+  while (src < 3 && nodes_[src]->Keys("hearth:*").empty()) ++src;
+  ASSERT_LT(src, 3);
+  const int dst = (src + 1) % 3;
+  const std::string src_id = nodes_[src]->Command({"CLUSTER", "MYID"}).str;
+  const std::string dst_id = nodes_[dst]->Command({"CLUSTER", "MYID"}).str;
+  ASSERT_EQ(nodes_[dst]->Command({"CLUSTER", "SETSLOT", slot, "IMPORTING", src_id}).str, "OK");
+  ASSERT_EQ(nodes_[src]->Command({"CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id}).str, "OK");
+  const std::string dst_port = std::to_string(nodes_[dst]->port());
+  ASSERT_EQ(nodes_[src]->Command({"MIGRATE", "127.0.0.1", dst_port, base + ":h", "0", "5000"}).str, "OK");
+
+  // The header on the importing node, the chunks still on the migrating one.
+  SharedLookup found = store->Find("ns", prompt, depths, StateKind::kFull);
+  ASSERT_TRUE(found.hit) << found.why;
+  EXPECT_TRUE(found.hit->bytes == before);
+
+  // Written again with other bytes: chunk keys new to the slot go to the importing node.
+  store->Put("ns", prompt, StateKind::kFull, after);
+  ASSERT_TRUE(store->Flush(10000));
+  EXPECT_EQ(store->stats().write_errors, 0);
+  EXPECT_EQ(nodes_[dst]->Keys("hearth:*").size(), 4u);  // the header and 3 chunks
+  found = store->Find("ns", prompt, depths, StateKind::kFull);
+  ASSERT_TRUE(found.hit) << found.why;
+  EXPECT_TRUE(found.hit->bytes == after);
+}
+
 }  // namespace
 }  // namespace hearth::cache
