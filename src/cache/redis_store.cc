@@ -35,8 +35,8 @@ class RedisStore : public SharedStore {
   RedisStore(RedisOptions options, const RedisEndpoint& endpoint)
       : options_(std::move(options)),
         endpoint_(endpoint.Describe()),
-        reader_(endpoint, Timeouts()),
-        writer_conn_(endpoint, Timeouts()),
+        read_router_(endpoint, Timeouts()),
+        write_router_(endpoint, Timeouts()),
         window_(std::max<size_t>(1, kWindowBytes / options_.chunk_bytes)) {
     writer_ = std::thread([this] { WriterLoop(); });
   }
@@ -55,7 +55,7 @@ class RedisStore : public SharedStore {
   // in a way hearth does not expect.
   void Probe() {
     std::lock_guard<std::mutex> lock(read_mu_);
-    RedisConnection& seed = reader_.seed();
+    RedisConnection& seed = read_router_.seed();
     Status s = seed.Ensure();
     NoteConnected(s);
     if (!s.ok()) return;
@@ -150,11 +150,11 @@ class RedisStore : public SharedStore {
   Status Write(const Pending& p, std::string* refused, bool* reached);
 
   const RedisOptions options_;
-  std::mutex read_mu_;      // Finds take turns on one connection
   const std::string endpoint_;  // the seed, for logs
-  RedisRouter reader_;          // guarded by read_mu_
-  RedisRouter writer_conn_;     // the writer thread's alone
-  const size_t window_;     // chunk commands in flight
+  std::mutex read_mu_;          // Finds take turns on one set of connections
+  RedisRouter read_router_;     // guarded by read_mu_
+  RedisRouter write_router_;     // the writer thread's alone
+  const size_t window_;         // chunk commands in flight
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -188,7 +188,7 @@ SharedLookup RedisStore::Find(const std::string& ns, std::span<const Token> toke
     std::vector<std::optional<std::string>> headers(ds.size());
     std::vector<std::string> keys;
     for (const std::string& b : bases) keys.push_back(RedisHeaderKey(b));
-    Status s = reader_.GetMany(keys, [&](size_t i, const redisReply& r) {
+    Status s = read_router_.GetMany(keys, [&](size_t i, const redisReply& r) {
       if (r.type == REDIS_REPLY_STRING) {
         headers[i] = std::string(r.str, r.len);
       } else if (r.type == REDIS_REPLY_ERROR && why.empty()) {
@@ -209,9 +209,10 @@ SharedLookup RedisStore::Find(const std::string& ns, std::span<const Token> toke
         break;
       }
       if (why.empty()) why = "state at depth " + std::to_string(ds[i]) + ": " + reason;
-      if (!wire.ok()) {
+      if (!wire.ok()) {  // the next candidate would meet the same connection
         NoteConnected(wire);
         why = "store unavailable: " + wire.message();
+        break;
       }
     }
   }
@@ -245,7 +246,7 @@ std::optional<std::vector<uint8_t>> RedisStore::ReadState(const std::string& bas
   for (uint32_t i = 0; i < h.n_chunks; ++i) keys.push_back(RedisChunkKey(base, h.state.payload_hash, i));
   const std::string of = " of " + std::to_string(h.n_chunks);
   size_t read = 0;
-  *wire = reader_.RunOnSlot(
+  *wire = read_router_.RunOnSlot(
       base, keys.size(), [&](size_t i) { return RedisArgs{"GET", keys[i]}; },
       [&](size_t i, const redisReply& r) {
         const uint64_t expected = RedisChunkLength(h, static_cast<uint32_t>(i));
@@ -340,7 +341,7 @@ Status RedisStore::Write(const Pending& p, std::string* refused, bool* reached) 
     return refused->empty();
   };
   auto restart = [&] { refused->clear(); };
-  Status s = writer_conn_.RunOnSlot(
+  Status s = write_router_.RunOnSlot(
       base, keys.size(),
       [&](size_t i) {
         *reached = true;
@@ -350,7 +351,7 @@ Status RedisStore::Write(const Pending& p, std::string* refused, bool* reached) 
       check, window_, restart);
   if (!s.ok() || !refused->empty()) return s;  // no header: the chunks written are orphans for LRU to take
   const std::string header_key = RedisHeaderKey(base);
-  return writer_conn_.RunOnSlot(
+  return write_router_.RunOnSlot(
       base, 1, [&](size_t) { return RedisArgs{"SET", header_key, header}; }, check, 1, restart);
 }
 
