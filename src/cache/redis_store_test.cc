@@ -257,7 +257,7 @@ TEST_F(RedisStoreTest, PutNeverBlocksAndTheQueueStaysInItsBound) {
 }
 
 TEST(RedisStoreEvictionTest, ATinyMaxmemoryEvictsButNeverErrsOrServesWrongBytes) {
-  RedisServer server({"--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru"});
+  RedisServer server({"--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"});
   ASSERT_TRUE(server.Start());
   auto store = Open(Options(server, 64u << 10));
   ASSERT_TRUE(store);
@@ -282,7 +282,7 @@ TEST(RedisStoreEvictionTest, ATinyMaxmemoryEvictsButNeverErrsOrServesWrongBytes)
     }
   }
   EXPECT_GT(hits, 0);           // the newest fit
-  EXPECT_LT(hits, kStates / 2);  // 8 MB into 2 MB: most were evicted
+  EXPECT_LT(hits, kStates / 2);  // 8 MB into 4 MB (1 of it Redis's own): most were evicted
 }
 
 TEST(RedisUrlTest, RefusesBadUrlsAndTls) {
