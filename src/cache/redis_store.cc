@@ -1,5 +1,6 @@
 #include "cache/redis_store.h"
 
+#include <signal.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -369,6 +370,11 @@ StatusOr<std::unique_ptr<SharedStore>> OpenRedisStore(const RedisOptions& option
       options.reconnect_max_ms < options.reconnect_min_ms) {
     return InvalidArgument("Redis store: timeouts must be positive, reconnect_max_ms >= reconnect_min_ms");
   }
+  // hiredis sends with write(2): on a connection Redis has closed, the second write fails
+  // with EPIPE and raises SIGPIPE, whose default ends the process. Ignored, it is an error
+  // the store handles (the state is dropped). A handler someone installed is left alone.
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   auto store = std::make_unique<RedisStore>(options, *endpoint);
   store->Probe();
   return std::unique_ptr<SharedStore>(std::move(store));

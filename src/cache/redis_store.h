@@ -55,7 +55,8 @@ struct RedisOptions {
 };
 
 // A store on the Redis at options.url. Succeeds when Redis is down (logged: lookups miss
-// and writes drop until it answers). Errors: kInvalidArgument for a malformed URL or bad
+// and writes drop until it answers). Sets SIGPIPE to be ignored in the process when it has
+// its default action (which would end the process when Redis closes a connection mid-write). Errors: kInvalidArgument for a malformed URL or bad
 // options, kUnimplemented for `rediss://`.
 StatusOr<std::unique_ptr<SharedStore>> OpenRedisStore(const RedisOptions& options);
 

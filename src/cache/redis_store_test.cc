@@ -220,6 +220,24 @@ TEST_F(RedisStoreTest, RedisDownIsAQuickMissAndDroppedWritesThenItReconnects) {
   EXPECT_TRUE(store->stats().connected);
 }
 
+// A Redis that dies between two writes: the next write goes out on a connection the peer
+// has closed, and the second send(2) of it fails with EPIPE, which without care raises
+// SIGPIPE and ends the process. The state is dropped and counted; the process lives.
+TEST_F(RedisStoreTest, ARedisGoneMidWriteDropsTheStateAndTheProcessLives) {
+  auto store = Open(Options(server_, 8u << 20));
+  ASSERT_TRUE(store);
+  const std::vector<Token> prompt = Prompt(8);
+  store->Put("ns", prompt, StateKind::kFull, Bytes(100, 1));
+  ASSERT_TRUE(store->Flush(5000));  // the writer's connection is up
+  server_.Stop();
+  store->Put("ns", prompt, StateKind::kFull, Bytes(8u << 20, 2));
+  ASSERT_TRUE(store->Flush(5000));
+  const SharedStats stats = store->stats();
+  EXPECT_EQ(stats.written, 1);
+  EXPECT_EQ(stats.dropped, 1);
+  EXPECT_EQ(stats.write_errors, 1);
+}
+
 TEST(RedisStoreDownTest, OpensWhileRedisIsDown) {
   RedisServer server;
   ASSERT_TRUE(server.Start());
