@@ -91,6 +91,35 @@ TEST(SharedTierTest, TurnsAlternatingBetweenReplicasPrefillOnlyWhatIsNew) {
   EXPECT_EQ(tier["connected"], true) << tier.dump();
 }
 
+// A client that sends back another reply than the generated one (an agent's scripted or
+// re-serialized tool call): each follow-up, on the other replica, resumes at the last
+// turn's generation start.
+TEST(SharedTierTest, RepliesTheClientReplacedResumeAtTheirGenerationStartOnTheOtherReplica) {
+  auto shared = std::make_shared<cache::MemorySharedStore>();
+  TestServer a(Config(shared), Http()), b(Config(shared), Http());
+  ASSERT_TRUE(a.ok() && b.ok());
+  TestServer* replicas[] = {&a, &b};
+  json messages = {{{"role", "system"}, {"content", "You answer briefly. " + std::string(400, 's')}},
+                   {{"role", "user"}, {"content", "Hello?"}}};
+  int prompt_before = 0;
+  for (int turn = 0; turn < 4; ++turn) {
+    SCOPED_TRACE("turn " + std::to_string(turn));
+    const int64_t written = shared->stats().written;
+    json reply = Chat(replicas[turn % 2]->client(), messages, 6);
+    const json& usage = reply["usage"];
+    const int cached = usage["prompt_tokens_details"]["cached_tokens"].get<int>();
+    if (turn > 0) {
+      EXPECT_EQ(usage["hearth_cache"]["tier"], "shared") << usage.dump();
+      // Up to the last prompt's generation start: its end less the assistant header.
+      EXPECT_GE(cached, prompt_before - 8) << usage.dump();
+    }
+    prompt_before = usage["prompt_tokens"].get<int>();
+    messages.push_back({{"role", "assistant"}, {"content", "A scripted answer, number " + std::to_string(turn) + "."}});
+    messages.push_back({{"role", "user"}, {"content", "Go on, part " + std::to_string(turn) + "."}});
+    ASSERT_TRUE(WaitForWrites(*shared, written)) << "the replica wrote nothing to the shared tier";
+  }
+}
+
 // The shared tier down: the other replica answers anyway, prefilling what it must, and
 // the response and the log say why it did not resume.
 TEST(SharedTierTest, AStoreThatIsDownCostsARecomputeAndSaysWhy) {

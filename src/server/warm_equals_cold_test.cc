@@ -10,10 +10,11 @@
 #include <random>
 
 #include "cache/disk_store.h"
-#include "cache/memory_shared_store.h"
+#include "cache/redis_store.h"
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "server/context_sequence_store.h"
+#include "testing/redis_server.h"
 #include "testing/test_env.h"
 
 namespace hearth::server {
@@ -74,7 +75,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
     for (int i = 0; i < n_seqs; ++i) cc.sequences.push_back(i);
     cc.ram_budget_bytes = ram;
     cache_ = std::make_unique<cache::PrefixCache>(cc, *store_, disk_.get());
-    cache_->AttachShared(&shared_);
+    if (shared_) cache_->AttachShared(shared_.get());
     cold_seq_ = n_seqs;
   }
 
@@ -123,7 +124,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
   std::unique_ptr<cache::PrefixCache> cache_;
   int cold_seq_ = 0;
   cache::ResumeReport last_report_;
-  cache::MemorySharedStore shared_;  // outlives restarts: another replica's view of it
+  std::unique_ptr<cache::SharedStore> shared_;  // null: none
 };
 
 TEST_P(WarmEqualsColdTest, ResumeFromTheDevice) {
@@ -177,13 +178,26 @@ TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
   EXPECT_TRUE(Close(Cold(p3), warm3));
 }
 
+// Through a real Redis: each replica its own context, cache and connections to it.
 TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
-  Start(2, 64u << 20);
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.log_path();
+  auto replica = [&] {
+    cache::RedisOptions o;
+    o.url = redis.url();
+    auto store = cache::OpenRedisStore(o);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    cache_.reset();
+    shared_ = std::move(*store);
+    Start(2, 64u << 20);
+  };
+  replica();
   const auto p1 = Tokens(100, 14), r1 = Tokens(10, 15);
   Turn(p1, r1, {50});
   // The reply's end, and (where a partial state marks it) the snapshot at 50 made whole.
   ASSERT_EQ(cache_->ShareBehind([] { return false; }), needs_partial_ ? 2 : 1);
-  Start(2, 64u << 20);  // another replica: its own context and cache, the same shared tier
+  ASSERT_TRUE(shared_->Flush(10000));
+  replica();  // another replica: its own context and cache, the same Redis
   const auto p2 = Cat(Cat(p1, r1), Tokens(20, 16));
   const cache::SharedImport got =
       cache_->ImportShared("ns", p2, std::vector<int32_t>{50, 110, 130}, static_cast<int32_t>(p2.size()) - 1);
@@ -195,7 +209,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
   if (!needs_partial_) return;
   // A third replica, for a prompt that leaves the first one's at 70: it resumes from the
   // whole state built at 50 out of the partial snapshot and the sequence's KV.
-  Start(2, 64u << 20);
+  replica();
   const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 70), Tokens(20, 17));
   EXPECT_EQ(cache_->ImportShared("ns", p3, std::vector<int32_t>{50, 70}, static_cast<int32_t>(p3.size()) - 1).depth, 50);
   auto [warm3, reused3] = Turn(p3, {}, {});
