@@ -21,10 +21,11 @@ debian_pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev li
              chromium      # the web page's test in a headless browser (tests/web/)
              clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes: `make fuzz`
              jq curl       # the crash-loop and restart tests talk to the server with them
+             haproxy       # the load balancer of the cluster demo and test (scripts/cluster.sh)
              shellcheck)   # ctest scripts_lint
 # The same on Homebrew (Apple's clang has no libFuzzer: `make fuzz` is not covered there).
 brew_formulas=(cmake pkgconf googletest cli11 xxhash zstd re2 openssl@3 google-benchmark gnuplot
-               jq shellcheck)
+               jq shellcheck haproxy)
 # Tools: any install will do (Node.js and npm often come from elsewhere than Debian).
 tools=(cmake:cmake g++:g++ make:make pkg-config:pkg-config git:git npm:npm)
 

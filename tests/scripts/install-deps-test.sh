@@ -59,7 +59,7 @@ rm -f "$log"
 
 # macOS with Homebrew: the formulas not installed yet, no node while PATH's is new enough.
 brew="case \"\$1\" in list) grep -qx \"\$3\" $work/brewed ;; install) echo brew \$* >>$log ;; esac"
-printf '%s\n' cmake pkgconf zstd openssl@3 gnuplot jq >"$work/brewed"
+printf '%s\n' cmake pkgconf zstd openssl@3 gnuplot jq haproxy >"$work/brewed"
 dir=$(machine mac Darwin brew="$brew" c++=: git=: make=: node="$node22" chromium=:)
 run_on "$dir"
 check "macOS: exits 0" "$rc" "$out"
