@@ -16,16 +16,17 @@ source "$(dirname "$0")/lib/node.sh"
 
 debian_pkgs=(libgtest-dev libgmock-dev libcli11-dev libxxhash-dev libzstd-dev libre2-dev
              libssl-dev    # libcrypto: HMAC-SHA256 for API-key cache namespaces
+             libhiredis-dev redis-server  # the shared cache tier on Redis, and its tests' server
+             haproxy       # a load balancer in front of several replicas (shared-tier tests)
              libbenchmark-dev  # Google Benchmark: build/src/hearth_cache_bench (optional)
              gnuplot-nox   # gnuplot: `hearth bench` plots
              chromium      # the web page's test in a headless browser (tests/web/)
              clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes: `make fuzz`
              jq curl       # the crash-loop and restart tests talk to the server with them
-             haproxy       # the load balancer of the cluster demo and test (scripts/cluster.sh)
              shellcheck)   # ctest scripts_lint
 # The same on Homebrew (Apple's clang has no libFuzzer: `make fuzz` is not covered there).
-brew_formulas=(cmake pkgconf googletest cli11 xxhash zstd re2 openssl@3 google-benchmark gnuplot
-               jq shellcheck haproxy)
+brew_formulas=(cmake pkgconf googletest cli11 xxhash zstd re2 openssl@3 hiredis redis haproxy
+               google-benchmark gnuplot jq shellcheck)
 # Tools: any install will do (Node.js and npm often come from elsewhere than Debian).
 tools=(cmake:cmake g++:g++ make:make pkg-config:pkg-config git:git npm:npm)
 
@@ -81,11 +82,11 @@ install_brew() {
 
 explain_other() {
   local tool m
-  for tool in "${tools[@]}" jq:jq curl:curl shellcheck:shellcheck; do
+  for tool in "${tools[@]}" jq:jq curl:curl shellcheck:shellcheck redis-server:redis-server haproxy:haproxy; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool%%:*}")
   done
   command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
-  local modules=(gtest gmock CLI11 libxxhash libzstd re2 libcrypto) libs=()
+  local modules=(gtest gmock CLI11 libxxhash libzstd re2 libcrypto hiredis) libs=()
   for m in "${modules[@]}"; do
     if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists "$m"; then libs+=("$m"); fi
   done
@@ -98,10 +99,11 @@ explain_other() {
     echo "  (optional: Google Benchmark, gnuplot for plots, clang with libFuzzer for make fuzz)"
     echo "install-deps: for example, the whole list on Fedora:"
     echo "  dnf install cmake gcc-c++ make pkgconf-pkg-config git nodejs npm jq curl ShellCheck chromium gtest-devel gmock-devel"
-    echo "      cli11-devel xxhash-devel libzstd-devel re2-devel openssl-devel google-benchmark-devel gnuplot clang compiler-rt"
+    echo "      cli11-devel xxhash-devel libzstd-devel re2-devel openssl-devel hiredis-devel redis haproxy"
+    echo "      google-benchmark-devel gnuplot clang compiler-rt"
     echo "install-deps: on Arch:"
     echo "  pacman -S cmake gcc make pkgconf git nodejs npm jq curl shellcheck chromium gtest cli11 xxhash zstd re2 openssl"
-    echo "      benchmark gnuplot clang compiler-rt"
+    echo "      hiredis redis haproxy benchmark gnuplot clang compiler-rt"
   } >&2
   exit 1
 }

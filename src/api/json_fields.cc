@@ -281,6 +281,7 @@ Json CacheReportJson(const CacheReport& r) {
   j["restore_ms"] = r.restore_ms;
   j["restored_bytes"] = r.restored_bytes;
   if (!r.stopped_because.empty()) j["stopped_because"] = r.stopped_because;
+  if (!r.shared_miss.empty()) j["shared_miss"] = r.shared_miss;
   if (r.volatile_span) {
     j["volatile_span"] = {{"message", r.volatile_message},
                           {"start", r.volatile_start},

@@ -91,10 +91,13 @@ struct CacheReport {
   int reused_tokens = 0;
   int prefilled_tokens = 0;
   int written_tokens = 0;       // Usage::cache_written_tokens (at admission: 0, nothing yet)
-  std::string tier;             // "device", "ram", "disk"; empty when nothing was reused
+  std::string tier;             // "device", "ram", "disk", "shared"; empty when nothing was reused
   double restore_ms = 0;
   size_t restored_bytes = 0;    // serialized state read back from RAM or disk
   std::string stopped_because;  // why reuse ended before the cache's knowledge did
+  // Why a state the shared tier may hold was not used (it is down, a chunk was evicted);
+  // empty when it served, had nothing, or was not asked.
+  std::string shared_miss;
   // A span that differs from the conversation's earlier prompt and then rejoins it
   // (a request id, a timestamp): named so the client can move it, or --stabilize can.
   // Only this request's own tokens are described: the earlier prompt may be another

@@ -28,6 +28,12 @@ class MemorySharedStore : public SharedStore {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.lookups;
     SharedLookup out;
+    if (down_) {
+      ++stats_.misses;
+      ++stats_.lookup_errors;
+      out.why = "store unavailable: down (a test's fault)";
+      return out;
+    }
     int32_t best = 0;
     for (int32_t d : depths) {
       if (d <= 0 || d > static_cast<int32_t>(tokens.size())) continue;
@@ -66,12 +72,18 @@ class MemorySharedStore : public SharedStore {
     std::lock_guard<std::mutex> lock(mu_);
     states_.clear();
   }
+  // Down: every Find is a miss that says so (what it holds comes back with it).
+  void SetDown(bool down) {
+    std::lock_guard<std::mutex> lock(mu_);
+    down_ = down;
+  }
 
  private:
   using Key = std::tuple<std::string, StateKind, std::vector<Token>>;
   mutable std::mutex mu_;
   std::map<Key, std::vector<uint8_t>> states_;
   SharedStats stats_;
+  bool down_ = false;
 };
 
 }  // namespace hearth::cache

@@ -121,7 +121,12 @@ void PrefixCache::CountRequestLookup(const ResumeReport& report) {
     stats_.misses++;
     return;
   }
-  (report.tier == Tier::kDevice ? stats_.hits_device : report.tier == Tier::kRam ? stats_.hits_ram : stats_.hits_disk)++;
+  switch (report.tier) {
+    case Tier::kDevice: stats_.hits_device++; break;
+    case Tier::kRam: stats_.hits_ram++; break;
+    case Tier::kDisk: stats_.hits_disk++; break;
+    case Tier::kShared: stats_.hits_shared++; break;
+  }
   stats_.tokens_reused += report.n_reused;
 }
 
@@ -256,6 +261,7 @@ uint64_t PrefixCache::AddRamState(PrefixTree::Node* node, StateKind kind, std::v
   ram_[id] = std::move(bytes);
   stats_.snapshots_taken++;
   unwritten_ = true;
+  unshared_ = true;
   return id;
 }
 
@@ -483,6 +489,7 @@ void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Toke
   s.reply_start = reply_start;
   device_state_of_seq_[seq] = tree_.AddState(node, s);
   unwritten_ = true;
+  unshared_ = true;
   Unlend(seq);
   // Older device sequences ending on this path hold nothing the new one lacks but their
   // recurrent state: keep that as a partial snapshot and free them.

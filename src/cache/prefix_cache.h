@@ -1,6 +1,7 @@
 // PrefixCache: decides where a request's prompt can resume from, and keeps the states
 // that make resuming possible, across three tiers: device (idle context sequences),
-// host RAM (serialized states, bounded), and disk (see disk_store.h, optional).
+// host RAM (serialized states, bounded), and disk (see disk_store.h, optional); and, below
+// them, a shared tier that other processes read and write (shared_store.h, optional).
 //
 // How a hybrid model resumes at position d: the recurrent layers need a state taken at
 // exactly d (a partial snapshot, a full state, or a device sequence ending at d); the
@@ -36,6 +37,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -46,6 +48,7 @@
 namespace hearth::cache {
 
 class DiskStore;
+class SharedStore;
 
 struct CacheConfig {
   bool needs_partial = true;           // the model has recurrent or sliding-window layers
@@ -67,6 +70,15 @@ struct HoldSpec {
   std::string conversation;  // an opaque key grouping one conversation's holds; empty: none
 };
 
+// What a lookup in the shared tier found (PrefixCache::ImportShared).
+struct SharedImport {
+  int32_t depth = 0;   // the position of the state read into RAM; 0: none read
+  int asked = 0;       // candidate positions asked about; 0: the store was not asked
+  double ms = 0;       // asking and reading
+  size_t bytes = 0;    // read from the store
+  std::string why;     // a miss's cause other than "not there" (store down, chunk evicted)
+};
+
 // Where a resume came from, and where reuse stopped.
 struct ResumeReport {
   int32_t n_reused = 0;
@@ -78,10 +90,12 @@ struct ResumeReport {
   // A deeper restore failed for want of KV cells although every idle cached sequence
   // gave its cells up: only work outside the cache (requests, shadows) holds them.
   bool no_room = false;
+  SharedImport shared;  // what the shared tier was asked before this resume (the engine's)
 };
 
 struct CacheStats {
-  int64_t hits_device = 0, hits_ram = 0, hits_disk = 0, misses = 0;
+  int64_t hits_device = 0, hits_ram = 0, hits_disk = 0, hits_shared = 0, misses = 0;
+  int64_t shared_imports = 0, shared_puts = 0;  // states read from / queued for the shared tier
   int64_t snapshots_taken = 0, snapshots_evicted = 0;
   int64_t snapshots_quarantined = 0;  // disk files set aside since the store opened (DiskStore::quarantined)
   int64_t tokens_reused = 0;
@@ -187,6 +201,25 @@ class PrefixCache {
   // Whether WriteBehind may have something to write.
   bool HasUnwritten() const { return disk_ != nullptr && unwritten_; }
 
+  // The shared tier (must outlive the cache; null: none). Whole states it holds are found
+  // by position, not through the tree (see ImportShared); states kept here are written to
+  // it behind (ShareBehind).
+  void AttachShared(SharedStore* shared) { shared_ = shared; }
+  bool has_shared() const { return shared_ != nullptr; }
+  // With a shared tier: when one of `depths` (message boundaries, the start of generation;
+  // those past `max_reuse` are ignored) lies deeper than this cache can resume `tokens`
+  // (ResumableDepth), asks the shared tier for a whole state at the deepest of them, and
+  // reads the one it has into RAM, so that the next Acquire resumes from it. Blocks for
+  // the read (a miss costs one round trip).
+  SharedImport ImportShared(const std::string& ns, std::span<const Token> tokens, std::span<const int32_t> depths,
+                            int32_t max_reuse);
+  // With a shared tier, for idle time: queues for it the whole states other processes
+  // could resume from (cached device sequences, serialized; whole RAM states) that it was
+  // not given yet, the most recently used first, until `should_stop` returns true.
+  // Replies another sequence took over are not shared (as WriteBehind). Returns how many.
+  int ShareBehind(const std::function<bool()>& should_stop);
+  bool HasUnshared() const { return shared_ != nullptr && unshared_; }
+
   // The tokens of an earlier sequence that shares the longest prefix with `tokens` and
   // goes on past where `tokens` leaves the tree; empty when there is none. For
   // explaining divergences (see volatile_span.h).
@@ -263,6 +296,10 @@ class PrefixCache {
   size_t ram_bytes_ = 0;
   size_t restored_bytes_ = 0;  // by RestoreSerialized since the current Resume began
   bool unwritten_ = false;     // a state may lack its disk copy (see WriteBehind)
+  SharedStore* shared_ = nullptr;
+  bool unshared_ = false;      // a whole state may lack its shared copy (see ShareBehind)
+  // StateKey of the whole states given to (or read from) the shared tier: not given twice.
+  std::unordered_set<uint64_t> shared_keys_;
   CacheStats stats_;
 };
 

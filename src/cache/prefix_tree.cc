@@ -33,6 +33,7 @@ const char* TierName(Tier tier) {
     case Tier::kDevice: return "device";
     case Tier::kRam: return "ram";
     case Tier::kDisk: return "disk";
+    case Tier::kShared: return "shared";
   }
   return "?";
 }

@@ -53,7 +53,9 @@ namespace hearth::cache {
 using Token = int32_t;
 
 enum class StateKind { kDevice, kFull, kPartial };
-enum class Tier { kDevice, kRam, kDisk };
+// kShared: a resume that read its state from the shared tier (shared_store.h) just now.
+// No state in the tree has it: what the shared tier gives becomes a RAM state.
+enum class Tier { kDevice, kRam, kDisk, kShared };
 
 const char* StateKindName(StateKind kind);
 const char* TierName(Tier tier);

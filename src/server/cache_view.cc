@@ -84,7 +84,7 @@ std::string FormatCacheSummary(const cache::CacheSummary& summary, const std::ve
       {"device_sequences_cached", s.device_cached},
       {"bytes_ram", s.bytes_ram},
       {"bytes_disk", s.bytes_disk},
-      {"hits", {{"device", s.hits_device}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
+      {"hits", {{"device", s.hits_device}, {"ram", s.hits_ram}, {"disk", s.hits_disk}, {"shared", s.hits_shared}}},
       {"misses", s.misses},
       {"tokens_reused", s.tokens_reused},
       {"snapshots", {{"taken", s.snapshots_taken}, {"evicted", s.snapshots_evicted}, {"quarantined", s.snapshots_quarantined}}},

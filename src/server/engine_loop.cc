@@ -17,15 +17,24 @@ using Clock = std::chrono::steady_clock;
 // Write-behind to the disk tier waits this long after the last decode: a client that
 // answers at once (an agent after a tool call) should not wait behind a state copy.
 constexpr auto kWriteBehindDelay = std::chrono::milliseconds(1000);
+// Another replica may get the conversation's next turn as soon as its client has read the
+// reply: states go to the shared tier after a short idle time (the writes themselves are
+// behind, on the store's thread; only serializing a device sequence costs this one).
+constexpr auto kShareBehindDelay = std::chrono::milliseconds(100);
+constexpr int kSharedFlushMs = 10000;  // a graceful stop waits this long for shared writes
 constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill (batch_planner.h)
 
 }  // namespace
 
-std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_namespace, const std::string& layout) {
+std::string StateScope(const std::string& cache_namespace, const std::string& layout) {
   const std::string key = cache_namespace + "|" + layout;
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
-  return cache_dir + "/states-" + hex;
+  return hex;
+}
+
+std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_namespace, const std::string& layout) {
+  return cache_dir + "/states-" + StateScope(cache_namespace, layout);
 }
 
 EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) :
@@ -64,6 +73,12 @@ Status EngineLoop::Open() {
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cc.pin_budget_bytes = config_.cache_pin_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
+  if (config_.open_shared_tier && config_.prefix_cache) {
+    auto shared = config_.open_shared_tier(StateScope(config_.cache_namespace, ctx_->StateLayout()));
+    if (!shared.ok()) return shared.status();
+    shared_ = std::move(*shared);
+    cache_->AttachShared(shared_.get());
+  }
   cache_summary_ = std::make_shared<const cache::CacheSummary>(Summarize());
   return Status::Ok();
 }
@@ -84,6 +99,15 @@ void EngineLoop::Stop() {
     const int n = cache_->WriteBehind([] { return false; });
     disk_->Flush();
     if (n > 0) std::fprintf(stderr, "hearth: wrote %d cached states to %s\n", n, config_.cache_dir.c_str());
+  }
+  // And what the shared tier lacks goes there, so other replicas resume it.
+  if (config_.prefix_cache && shared_) {
+    const int n = cache_->ShareBehind([] { return false; });
+    const bool flushed = shared_->Flush(kSharedFlushMs);
+    if (n > 0 || !flushed) {
+      std::fprintf(stderr, "hearth: gave %d cached states to the shared tier%s\n", n,
+                   flushed ? "" : " (some were still being written when the stop's wait ended)");
+    }
   }
 }
 
@@ -133,7 +157,9 @@ void EngineLoop::Step() {
     // behind (one state at a time, stopping for a request that comes).
     if (config_.prefix_cache && !ForegroundQueued()) {
       cache_->SpareASequence();
-      if (Clock::now() - last_busy_ >= kWriteBehindDelay) cache_->WriteBehind([this] { return ForegroundQueued(); });
+      const auto idle = Clock::now() - last_busy_;
+      if (idle >= kShareBehindDelay) cache_->ShareBehind([this] { return ForegroundQueued(); });
+      if (idle >= kWriteBehindDelay) cache_->WriteBehind([this] { return ForegroundQueued(); });
     }
     return;
   }
@@ -192,7 +218,9 @@ bool EngineLoop::WaitForWork() {
     }
   }
   // Idle with states to write behind: wake up when the engine has been idle long enough.
-  if (!busy && config_.prefix_cache && cache_->HasUnwritten()) {
+  if (!busy && config_.prefix_cache && cache_->HasUnshared()) {
+    tasks_.WaitForTask(last_busy_ + kShareBehindDelay);
+  } else if (!busy && config_.prefix_cache && cache_->HasUnwritten()) {
     tasks_.WaitForTask(last_busy_ + kWriteBehindDelay);
   } else if (!busy) {
     tasks_.WaitForTask(std::nullopt);

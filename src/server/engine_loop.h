@@ -46,6 +46,7 @@
 #include "base/status.h"
 #include "cache/cache_summary.h"
 #include "cache/disk_store.h"
+#include "cache/shared_store.h"
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/model.h"
@@ -71,6 +72,11 @@ struct EngineConfig {
   cache::FileSystem* cache_file_system = nullptr;  // the disk tier's files; nullptr: the machine's
   size_t cache_disk_bytes = 8ull << 30;
   std::string cache_namespace;     // the model's fingerprint; tasks add their salt
+  // Opens the shared tier (cache/shared_store.h; --cache-redis) for states of one model
+  // and state layout: `scope` (StateScope) is to be part of every key, so replicas of
+  // other models or KV settings never see these states. Unset: no shared tier. Several
+  // loops may get one store (tests: replicas in one process).
+  std::function<StatusOr<std::shared_ptr<cache::SharedStore>>(const std::string& scope)> open_shared_tier;
   // The disk tier lives in <cache_dir>/states-<hash of cache_namespace and the context's
   // state layout>, so one --cache-dir serves several models and KV settings, each finding
   // its own states and leaving the others' alone.
@@ -85,8 +91,10 @@ struct EngineConfig {
   int SeqPositions() const { return std::min(context.n_ctx, n_ctx_seq.value_or(context.n_ctx)); }
 };
 
-// <cache_dir>/states-<16 hex digits of XXH3-64 of cache_namespace and layout>: where the
-// disk tier of one model and state layout (engine::Context::StateLayout) lives.
+// 16 hex digits of XXH3-64 of cache_namespace and layout (engine::Context::StateLayout):
+// names the states of one model and state layout, on disk and in the shared tier.
+std::string StateScope(const std::string& cache_namespace, const std::string& layout);
+// <cache_dir>/states-<StateScope>: where the disk tier of one model and layout lives.
 std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_namespace, const std::string& layout);
 
 struct EngineStats {
@@ -226,6 +234,7 @@ class EngineLoop {
   std::unique_ptr<engine::Context> ctx_;
   std::unique_ptr<cache::SequenceStore> sequences_;
   std::unique_ptr<cache::DiskStore> disk_;
+  std::shared_ptr<cache::SharedStore> shared_;  // null: no shared tier
   std::string disk_unavailable_;
   std::unique_ptr<cache::PrefixCache> cache_;
   FinishedCallback on_finished_;

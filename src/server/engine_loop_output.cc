@@ -183,6 +183,7 @@ api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
   report.restore_ms = slot.resume.restore_ms;
   report.restored_bytes = slot.resume.restored_bytes;
   report.stopped_because = slot.resume.stopped_because;
+  report.shared_miss = slot.resume.shared.why;
   report.written_tokens = u.cache_written_tokens;
   u.cache = std::move(report);
   return u;

@@ -40,6 +40,7 @@ std::string FormatPrometheus(const EngineStats& s) {
   out += "hearth_cache_hits_total{tier=\"device\"} " + std::to_string(c.hits_device) + "\n";
   out += "hearth_cache_hits_total{tier=\"ram\"} " + std::to_string(c.hits_ram) + "\n";
   out += "hearth_cache_hits_total{tier=\"disk\"} " + std::to_string(c.hits_disk) + "\n";
+  out += "hearth_cache_hits_total{tier=\"shared\"} " + std::to_string(c.hits_shared) + "\n";
   Add(&out, "cache_misses_total", "counter", "Requests that found nothing to resume from.", c.misses);
   Add(&out, "cache_snapshots_taken_total", "counter", "States stored in RAM or on disk.", c.snapshots_taken);
   Add(&out, "cache_snapshots_evicted_total", "counter", "States dropped or moved down a tier.", c.snapshots_evicted);
@@ -79,7 +80,7 @@ namespace {
 const std::vector<double> kPhaseBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
 const std::vector<double> kDecodeBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 const std::vector<double> kRestoreBuckets = {0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
-const char* const kTiers[] = {"device", "ram", "disk"};
+const char* const kTiers[] = {"device", "ram", "disk", "shared"};
 
 std::string Number(double v) {
   char buf[32];

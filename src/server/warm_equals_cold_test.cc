@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cache/disk_store.h"
+#include "cache/memory_shared_store.h"
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "server/context_sequence_store.h"
@@ -73,6 +74,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
     for (int i = 0; i < n_seqs; ++i) cc.sequences.push_back(i);
     cc.ram_budget_bytes = ram;
     cache_ = std::make_unique<cache::PrefixCache>(cc, *store_, disk_.get());
+    cache_->AttachShared(&shared_);
     cold_seq_ = n_seqs;
   }
 
@@ -121,6 +123,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
   std::unique_ptr<cache::PrefixCache> cache_;
   int cold_seq_ = 0;
   cache::ResumeReport last_report_;
+  cache::MemorySharedStore shared_;  // outlives restarts: another replica's view of it
 };
 
 TEST_P(WarmEqualsColdTest, ResumeFromTheDevice) {
@@ -172,6 +175,22 @@ TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
   auto [warm3, reused3] = Turn(p3, {}, {});
   EXPECT_EQ(reused3, needs_partial_ ? 50 : 70);
   EXPECT_TRUE(Close(Cold(p3), warm3));
+}
+
+TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
+  Start(2, 64u << 20);
+  const auto p1 = Tokens(100, 14), r1 = Tokens(10, 15);
+  Turn(p1, r1, {50});
+  ASSERT_EQ(cache_->ShareBehind([] { return false; }), 1);
+  Start(2, 64u << 20);  // another replica: its own context and cache, the same shared tier
+  const auto p2 = Cat(Cat(p1, r1), Tokens(20, 16));
+  const cache::SharedImport got =
+      cache_->ImportShared("ns", p2, std::vector<int32_t>{50, 110, 130}, static_cast<int32_t>(p2.size()) - 1);
+  EXPECT_EQ(got.depth, 110);
+  auto [warm, reused] = Turn(p2, {}, {});
+  EXPECT_EQ(reused, 110);
+  EXPECT_GT(last_report_.restored_bytes, 0u);
+  EXPECT_TRUE(Close(Cold(p2), warm));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,

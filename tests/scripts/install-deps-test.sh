@@ -59,16 +59,16 @@ rm -f "$log"
 
 # macOS with Homebrew: the formulas not installed yet, no node while PATH's is new enough.
 brew="case \"\$1\" in list) grep -qx \"\$3\" $work/brewed ;; install) echo brew \$* >>$log ;; esac"
-printf '%s\n' cmake pkgconf zstd openssl@3 gnuplot jq haproxy >"$work/brewed"
+printf '%s\n' cmake pkgconf zstd openssl@3 gnuplot jq >"$work/brewed"
 dir=$(machine mac Darwin brew="$brew" c++=: git=: make=: node="$node22" chromium=:)
 run_on "$dir"
 check "macOS: exits 0" "$rc" "$out"
-[[ $(cat "$log") == "brew install googletest cli11 xxhash re2 google-benchmark shellcheck" ]]
+[[ $(cat "$log") == "brew install googletest cli11 xxhash re2 hiredis redis haproxy google-benchmark shellcheck" ]]
 check "macOS: brew installs the missing formulas" $? "$(cat "$log")"
 rm -f "$log"
 dir=$(machine mac-oldnode Darwin brew="$brew" c++=: git=: make=: node='echo v18.19.0')
 run_on "$dir"
-[[ $(cat "$log") == "brew install googletest cli11 xxhash re2 google-benchmark shellcheck node
+[[ $(cat "$log") == "brew install googletest cli11 xxhash re2 hiredis redis haproxy google-benchmark shellcheck node
 brew install --cask chromium" ]]
 check "macOS, node 18 and no chromium: brew installs both" $? "$(cat "$log")"
 rm -f "$log"
@@ -83,11 +83,11 @@ has "Homebrew"; check "macOS without brew: names Homebrew" $? "$out"
 dir=$(machine fedora Linux node="$node22")
 run_on "$dir"
 check "other Linux: exits 1" "$((rc != 1))" "$out"
-has "commands: cmake g++ make pkg-config git npm jq curl shellcheck chromium"; check "other Linux: names the commands" $? "$out"
-has "libraries (pkg-config names, with their headers): gtest gmock CLI11 libxxhash libzstd re2 libcrypto"
+has "commands: cmake g++ make pkg-config git npm jq curl shellcheck redis-server haproxy chromium"; check "other Linux: names the commands" $? "$out"
+has "libraries (pkg-config names, with their headers): gtest gmock CLI11 libxxhash libzstd re2 libcrypto hiredis"
 check "other Linux: names the libraries" $? "$out"
 # ... and with everything there it goes on, quietly.
-dir=$(machine fedora-ready Linux node="$node22" cmake=: g++=: make=: pkg-config=: git=: npm=: jq=: curl=: shellcheck=: chromium-browser=:)
+dir=$(machine fedora-ready Linux node="$node22" cmake=: g++=: make=: pkg-config=: git=: npm=: jq=: curl=: shellcheck=: redis-server=: haproxy=: chromium-browser=:)
 run_on "$dir"
 check "other Linux, all there: exits 0" "$rc" "$out"
 

@@ -1,0 +1,115 @@
+// The shared tier through HTTP on the tiny hybrid model: two servers ("replicas") share
+// one store, and a conversation whose turns alternate between them prefills only what is
+// new on each follow-up, answering as a cold run answers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cache/memory_shared_store.h"
+#include "server/test_server.h"
+#include "testing/test_env.h"
+
+namespace hearth::server {
+namespace {
+
+using json = nlohmann::json;
+
+EngineConfig Config(std::shared_ptr<cache::SharedStore> shared) {
+  EngineConfig ec;
+  ec.context.n_ctx = 4096;
+  ec.context.n_batch = 256;
+  ec.context.n_ubatch = 256;
+  ec.context.n_threads = 1;
+  ec.n_parallel = 1;
+  ec.context.n_seq_max = 3;
+  ec.open_shared_tier = [shared](const std::string&) -> StatusOr<std::shared_ptr<cache::SharedStore>> { return shared; };
+  return ec;
+}
+
+HttpConfig Http() {
+  HttpConfig hc;
+  hc.model_alias = "tiny";
+  return hc;
+}
+
+json Chat(httplib::Client& c, const json& messages, int max_tokens, const std::string& salt = "") {
+  json body = {{"messages", messages},
+               {"max_tokens", max_tokens},
+               {"temperature", 0},
+               {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  if (!salt.empty()) body["cache_salt"] = salt;
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+  return res && res->status == 200 ? json::parse(res->body) : json{};
+}
+
+// Waits until `shared` has stored more states than `before` (the replica writes behind,
+// once idle): as a user reading the reply gives it time to.
+bool WaitForWrites(const cache::SharedStore& shared, int64_t before) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (shared.stats().written <= before) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the rest of that idle pass
+  return true;
+}
+
+TEST(SharedTierTest, TurnsAlternatingBetweenReplicasPrefillOnlyWhatIsNew) {
+  auto shared = std::make_shared<cache::MemorySharedStore>();
+  TestServer a(Config(shared), Http()), b(Config(shared), Http());
+  ASSERT_TRUE(a.ok() && b.ok());
+  TestServer* replicas[] = {&a, &b};
+  json messages = {{{"role", "system"}, {"content", "You answer briefly. " + std::string(400, 's')}},
+                   {{"role", "user"}, {"content", "Hello?"}}};
+  int prompt_before = 0;
+  for (int turn = 0; turn < 4; ++turn) {
+    SCOPED_TRACE("turn " + std::to_string(turn));
+    TestServer& r = *replicas[turn % 2];
+    const int64_t written = shared->stats().written;
+    json reply = Chat(r.client(), messages, 6);
+    const json& usage = reply["usage"];
+    const int prompt = usage["prompt_tokens"].get<int>();
+    const int cached = usage["prompt_tokens_details"]["cached_tokens"].get<int>();
+    if (turn > 0) {
+      EXPECT_EQ(usage["hearth_cache"]["tier"], "shared") << usage.dump();
+      // What is new: the user's message and the turn markers around it.
+      EXPECT_GE(cached, prompt_before) << usage.dump();
+      EXPECT_LE(prompt - cached, prompt - prompt_before) << usage.dump();
+    }
+    prompt_before = prompt;
+    messages.push_back({{"role", "assistant"}, {"content", reply["choices"][0]["message"]["content"]}});
+    messages.push_back({{"role", "user"}, {"content", "Go on, part " + std::to_string(turn) + "."}});
+    ASSERT_TRUE(WaitForWrites(*shared, written)) << "the replica wrote nothing to the shared tier";
+  }
+}
+
+// The shared tier down: the other replica answers anyway, prefilling what it must, and
+// the response and the log say why it did not resume.
+TEST(SharedTierTest, AStoreThatIsDownCostsARecomputeAndSaysWhy) {
+  auto shared = std::make_shared<cache::MemorySharedStore>();
+  TestServer a(Config(shared), Http()), b(Config(shared), Http());
+  ASSERT_TRUE(a.ok() && b.ok());
+  json messages = {{{"role", "system"}, {"content", "You answer briefly. " + std::string(400, 's')}},
+                   {{"role", "user"}, {"content", "Hello?"}}};
+  json reply = Chat(a.client(), messages, 6);
+  messages.push_back({{"role", "assistant"}, {"content", reply["choices"][0]["message"]["content"]}});
+  messages.push_back({{"role", "user"}, {"content", "Go on."}});
+  ASSERT_TRUE(WaitForWrites(*shared, 0));
+  shared->SetDown(true);
+  ::testing::internal::CaptureStderr();
+  json r = Chat(b.client(), messages, 6);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << r.dump();
+  EXPECT_NE(r["usage"]["hearth_cache"].value("shared_miss", "").find("store unavailable"), std::string::npos) << r.dump();
+  EXPECT_NE(log.find("hearth: shared tier: store unavailable"), std::string::npos) << log;
+  shared->SetDown(false);  // back: the next replica resumes from it again
+  messages.back()["content"] = "Go on, please.";
+  r = Chat(b.client(), messages, 6);
+  EXPECT_GT(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.dump();
+}
+
+}  // namespace
+}  // namespace hearth::server
