@@ -20,9 +20,10 @@
 # replicas.txt: HAProxy's request count per replica after the run), logs of every process
 # in RESULTS_DIR/logs/.
 #
-# The think time: a replica writes its states to Redis behind, once it is idle (about a
-# second after a reply). A follow-up sent the instant a reply ends, to another replica,
-# can get there first and recompute what Redis was about to hold. People reading a reply
+# The think time: a replica gives its states to Redis behind, once it has been idle for
+# 100 ms, and the write then takes its time on the wire (a state of megabytes to GBs). A
+# follow-up sent the instant a reply ends, to another replica, can get there first and
+# recompute what Redis was about to hold. People reading a reply
 # and agents running a tool take longer than that; the bench's --think-ms stands for them.
 set -euo pipefail
 who=cluster
