@@ -84,7 +84,9 @@ replica_ports=()
 replica_pids=()
 for i in 1 2 3; do
   mkdir -p "$work/cache-$i"
-  start_hearth "$logs/replica-$i.out" "$logs/replica-$i.log" -m "$model" -t 1 --cache-dir "$work/cache-$i" \
+  # -c: the demo's prompts are short; the model's own 262k-cell context, three times over,
+  # would take gigabytes of KV for nothing.
+  start_hearth "$logs/replica-$i.out" "$logs/replica-$i.log" -m "$model" -t 1 -c 16384 --cache-dir "$work/cache-$i" \
     ${redis_flags[@]+"${redis_flags[@]}"} ${serve_flags[@]+"${serve_flags[@]}"} \
     || { echo "$who: replica $i did not start (log: $logs/replica-$i.log)" >&2; exit 1; }
   pids+=("$server_pid")
