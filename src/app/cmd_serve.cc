@@ -10,6 +10,7 @@
 
 #include "app/commands.h"
 #include "app/serve_flags.h"
+#include "cache/redis_store.h"
 #include "engine/chat_template.h"
 #include "engine/memory.h"
 #include "engine/model.h"
@@ -25,6 +26,16 @@ server::HttpServer* g_server = nullptr;
 
 void OnSignal(int) {
   if (g_server) g_server->Stop();
+}
+
+// The URL as a log may show it: a password in it becomes "***".
+std::string WithoutPassword(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t at = url.rfind('@');
+  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
+  const size_t colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
 }
 
 int Fail(const Status& s) {
@@ -95,8 +106,9 @@ Status SizeContext(ServeFlags& f, const StatusOr<engine::ContextMemory>& memory,
                                  ? std::string("no disk tier (no --cache-dir)")
                                  : "disk tier " + FormatBytes(static_cast<double>(f.engine.cache_disk_bytes)) + " in " +
                                        f.engine.cache_dir;
-    std::fprintf(stderr, "hearth: cache tiers: RAM %s (host), %s\n",
-                 FormatBytes(static_cast<double>(f.engine.cache_ram_bytes)).c_str(), disk.c_str());
+    const std::string shared = f.cache_redis.empty() ? "" : ", shared tier on " + WithoutPassword(f.cache_redis);
+    std::fprintf(stderr, "hearth: cache tiers: RAM %s (host), %s%s\n",
+                 FormatBytes(static_cast<double>(f.engine.cache_ram_bytes)).c_str(), disk.c_str(), shared.c_str());
   }
   return Status::Ok();
 }
@@ -117,6 +129,23 @@ void ListDevices(const ServeFlags& f) {
   }
 }
 
+// --cache-redis: the engine opens the shared tier once it knows its state layout; each
+// model and layout gets its own keys (hearth:<scope>:...).
+void SetUpSharedTier(ServeFlags& f) {
+  if (f.cache_redis.empty()) return;
+  const std::string url = f.cache_redis;
+  const int timeout_ms = f.cache_redis_timeout_ms;
+  f.engine.open_shared_tier = [url, timeout_ms](const std::string& scope) -> StatusOr<std::shared_ptr<cache::SharedStore>> {
+    cache::RedisOptions o;
+    o.url = url;
+    o.command_timeout_ms = timeout_ms;
+    o.key_prefix = "hearth:" + scope + ":";
+    auto store = cache::OpenRedisStore(o);
+    if (!store.ok()) return store.status();
+    return std::shared_ptr<cache::SharedStore>(std::move(*store));
+  };
+}
+
 int RunServe(ServeFlags f) {
   engine::InitBackend(f.verbose);
   f.engine.verbose = f.verbose;
@@ -124,6 +153,7 @@ int RunServe(ServeFlags f) {
   f.engine.cache_ram_bytes = f.cache_ram_mib << 20;
   f.engine.cache_pin_bytes = f.cache_pin_mib ? std::min(*f.cache_pin_mib, f.cache_ram_mib) << 20 : f.engine.cache_ram_bytes / 2;
   f.engine.cache_disk_bytes = f.cache_disk_mib << 20;
+  SetUpSharedTier(f);
   // Measured before the model loads, so free memory still includes what its weights take.
   auto memory = engine::MeasureContextMemory(f.model_path, f.model, f.engine.context);
   auto model = engine::Model::Load(f.model_path, f.model);

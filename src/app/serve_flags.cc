@@ -212,6 +212,15 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_option("--cache-disk", f.cache_disk_mib, "MiB of disk for cached states")
       ->capture_default_str()
       ->group(kCache);
+  cmd.add_option("--cache-redis", f.cache_redis,
+                 "shared tier on Redis, for replicas behind one load balancer: redis://[user:password@]host:port[/db] "
+                 "or unix:///path (one seed of a Redis Cluster is enough); set maxmemory with an LRU policy there")
+      ->group(kCache);
+  cmd.add_option("--cache-redis-timeout-ms", f.cache_redis_timeout_ms,
+                 "longest wait on one Redis send or receive before the shared tier counts as unavailable")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(kCache);
   cmd.add_flag("!--no-warm-ahead", f.http.warm_ahead, "do not prepare the next turn while idle")->group(kCache);
   cmd.add_flag("!--no-cache", f.engine.prefix_cache,
                "no prefix cache at all (every prompt computed in full): a baseline for measuring the cache")

@@ -40,6 +40,8 @@ struct ServeFlags {
   size_t cache_ram_mib = 2048;
   std::optional<size_t> cache_pin_mib;  // unset: half of --cache-ram
   size_t cache_disk_mib = 16384;
+  std::string cache_redis;  // --cache-redis: the shared tier's Redis URL; empty: none
+  int cache_redis_timeout_ms = 2000;
   bool verbose = false;
   bool list_devices = false;
   bool jinja = true;  // --jinja: accepted, always on

@@ -126,6 +126,7 @@ CacheSummary VisibleTo(const CacheSummary& summary, const std::function<bool(con
   out.disk_budget_bytes = summary.disk_budget_bytes;
   out.device_sequences = summary.device_sequences;
   out.disk_unavailable = summary.disk_unavailable;
+  out.shared = summary.shared;
   out.nodes_truncated = summary.nodes_truncated;
   for (const auto& e : summary.namespaces) {
     if (!visible(e.ns)) continue;

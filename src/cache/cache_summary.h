@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "cache/shared_store.h"
 
 namespace hearth::cache {
 
@@ -78,6 +79,7 @@ struct CacheSummary {
   size_t ram_budget_bytes = 0, disk_budget_bytes = 0;
   size_t device_sequences = 0;               // the device tier's room: sequences the cache may hold
   std::string disk_unavailable;              // set by the owner: why the disk tier asked for is off
+  std::optional<SharedStats> shared;         // set by the owner: the shared tier's, when there is one
   std::vector<Namespace> namespaces;
   size_t n_conversations = 0;                // all of them, listed or not
   std::vector<Conversation> conversations;   // the most recently used first

@@ -84,7 +84,7 @@ bool DecodeRedisHeader(std::string_view value, RedisHeader* h, std::string* why)
   }
   const uint64_t len = h->state.payload_len;
   const uint64_t want = h->chunk_bytes == 0 ? 0 : len / h->chunk_bytes + (len % h->chunk_bytes != 0 ? 1 : 0);
-  if ((h->chunk_bytes == 0 && len != 0) || want != h->n_chunks) {
+  if ((h->chunk_bytes == 0 && len != 0) || want != h->n_chunks || h->n_chunks > kMaxRedisChunks) {
     *why = "header's chunk layout does not fit its payload length";
     return false;
   }

@@ -24,6 +24,10 @@ std::vector<std::string> RedisStateBases(const std::string& prefix, const std::s
 std::string RedisHeaderKey(const std::string& base);
 std::string RedisChunkKey(const std::string& base, uint64_t payload_hash, uint32_t index);
 
+// The most chunks a state may have (4 TiB at the default 4 MiB): a corrupt or forged header
+// must not make a reader build a list of billions of keys.
+inline constexpr uint32_t kMaxRedisChunks = uint32_t{1} << 20;
+
 struct RedisHeader {
   StateHeader state;         // ns, kind, tokens, payload length and XXH3
   uint64_t chunk_bytes = 0;  // every chunk but the last holds this many payload bytes
@@ -33,7 +37,7 @@ struct RedisHeader {
 // The state header (EncodeStateHeader), chunk size and count, and an XXH3 over all of it.
 std::string EncodeRedisHeader(const RedisHeader& h);
 // False, with `*why`, unless `value` is one whole, sound header whose chunk count fits its
-// payload length and chunk size.
+// payload length and chunk size, and is at most kMaxRedisChunks.
 bool DecodeRedisHeader(std::string_view value, RedisHeader* h, std::string* why);
 
 // Bytes of chunk `index` of `h`'s payload.

@@ -265,7 +265,7 @@ std::optional<std::vector<uint8_t>> RedisStore::ReadState(const std::string& bas
         }
         return false;
       },
-      window_,
+      std::max<uint64_t>(1, kWindowBytes / h.chunk_bytes),  // the writer's chunk size, not ours
       [&] {
         why->clear();
         payload.clear();
@@ -319,7 +319,7 @@ void RedisStore::WriterLoop() {
     // A write that reached Redis and failed there or on the wire is an error; one never
     // tried because Redis is down (in the backoff) is only a drop.
     if (!refused.empty() || had) ++stats_.write_errors;
-    if (!refused.empty()) std::fprintf(stderr, "hearth: shared tier: Redis refused a state: %s\n", refused.c_str());
+    if (!refused.empty()) std::fprintf(stderr, "hearth: shared tier: a state was not written: %s\n", refused.c_str());
   }
 }
 
@@ -333,7 +333,13 @@ Status RedisStore::Write(const Pending& p, std::string* refused, bool* reached) 
   h.state.payload_len = p.bytes.size();
   h.state.payload_hash = XXH3_64bits(p.bytes.data(), p.bytes.size());
   h.chunk_bytes = options_.chunk_bytes;
-  h.n_chunks = static_cast<uint32_t>((p.bytes.size() + h.chunk_bytes - 1) / h.chunk_bytes);
+  const uint64_t n_chunks = (p.bytes.size() + h.chunk_bytes - 1) / h.chunk_bytes;
+  if (n_chunks > kMaxRedisChunks) {
+    *refused = "state of " + std::to_string(p.bytes.size()) + " bytes needs more than " +
+               std::to_string(kMaxRedisChunks) + " chunks: raise the chunk size";
+    return Status::Ok();
+  }
+  h.n_chunks = static_cast<uint32_t>(n_chunks);
   const std::string header = EncodeRedisHeader(h);
   std::vector<std::string> keys;
   for (uint32_t i = 0; i < h.n_chunks; ++i) keys.push_back(RedisChunkKey(base, h.state.payload_hash, i));

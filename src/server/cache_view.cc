@@ -103,6 +103,14 @@ std::string FormatCacheSummary(const cache::CacheSummary& summary, const std::ve
       {"n_conversations", summary.n_conversations},
   };
   if (!summary.disk_unavailable.empty()) out["tiers"]["disk"]["unavailable"] = summary.disk_unavailable;
+  if (const auto& sh = summary.shared) {
+    out["tiers"]["shared"] = {{"connected", sh->connected},     {"puts", sh->puts},
+                              {"written", sh->written},         {"dropped", sh->dropped},
+                              {"write_errors", sh->write_errors}, {"lookups", sh->lookups},
+                              {"hits", sh->hits},               {"misses", sh->misses},
+                              {"lookup_errors", sh->lookup_errors}, {"bytes_written", sh->bytes_written},
+                              {"bytes_read", sh->bytes_read},   {"queued_bytes", sh->queued_bytes}};
+  }
   json conversations = json::array();
   for (const auto& c : summary.conversations) {
     conversations.push_back({{"namespace", Hex(c.ns_id)},

@@ -20,6 +20,7 @@ double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::durati
 cache::CacheSummary EngineLoop::Summarize() const {
   cache::CacheSummary summary = cache::SummarizeCache(*cache_);
   summary.disk_unavailable = disk_unavailable_;
+  if (shared_) summary.shared = shared_->stats();
   return summary;
 }
 

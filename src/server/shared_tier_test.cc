@@ -84,6 +84,11 @@ TEST(SharedTierTest, TurnsAlternatingBetweenReplicasPrefillOnlyWhatIsNew) {
     messages.push_back({{"role", "user"}, {"content", "Go on, part " + std::to_string(turn) + "."}});
     ASSERT_TRUE(WaitForWrites(*shared, written)) << "the replica wrote nothing to the shared tier";
   }
+  auto res = b.client().Get("/v1/cache");
+  ASSERT_TRUE(res && res->status == 200);
+  const json tier = json::parse(res->body)["tiers"]["shared"];
+  EXPECT_EQ(tier["hits"], 3) << tier.dump();  // turns 1-3 (both replicas share this one store object)
+  EXPECT_EQ(tier["connected"], true) << tier.dump();
 }
 
 // The shared tier down: the other replica answers anyway, prefilling what it must, and
