@@ -216,7 +216,9 @@ class PrefixCache {
   // With a shared tier, for idle time: queues for it the whole states other processes
   // could resume from (cached device sequences, serialized; whole RAM states) that it was
   // not given yet, the most recently used first, until `should_stop` returns true.
-  // Replies another sequence took over are not shared (as WriteBehind). Returns how many.
+  // Replies another sequence took over are not shared (as WriteBehind). Also each device
+  // sequence's generation start, made whole in a free sequence (none free: skipped; it
+  // never evicts for this). Returns how many.
   int ShareBehind(const std::function<bool()>& should_stop);
   bool HasUnshared() const { return shared_ != nullptr && unshared_; }
 
@@ -245,6 +247,7 @@ class PrefixCache {
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
   std::optional<uint64_t> LeastRecentIdleDevice();
   void EnforceRamBudget();
+  int ShareGenerationStarts(const std::function<bool()>& should_stop);
   using TimePoint = std::chrono::steady_clock::time_point;
   TimePoint Now() const { return config_.clock ? config_.clock() : std::chrono::steady_clock::now(); }
   // Ends expired holds, then the least recently held ones while held bytes exceed the

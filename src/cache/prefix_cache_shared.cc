@@ -1,6 +1,7 @@
 // PrefixCache and the shared tier (prefix_cache.h, "AttachShared"): whole states found by
 // position in a store other processes write, and written to it behind.
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -79,7 +80,62 @@ int PrefixCache::ShareBehind(const std::function<bool()>& should_stop) {
     stats_.shared_puts++;
     ++queued;
   }
+  queued += ShareGenerationStarts(should_stop);
   unshared_ = false;
+  return queued;
+}
+
+// A request's generation start (the deepest partial state above its device sequence) is
+// where the next prompt leaves the reply when the client sends back another one (an
+// agent's re-serialized tool call, a regenerated or edited answer). Locally the partial
+// state and the device sequence's KV make a whole state there; another replica needs it
+// whole: built in a free sequence (Reseed), serialized, given, and the sequence freed.
+int PrefixCache::ShareGenerationStarts(const std::function<bool()>& should_stop) {
+  if (!config_.needs_partial) return 0;  // attention only: no partial marks the position
+  struct Todo {
+    int64_t used;
+    const PrefixTree::Node* node;
+    int32_t kv_source;
+    uint64_t key;
+  };
+  std::vector<Todo> todo;
+  tree_.ForEachState([&](const PrefixTree::Node* n, const State& s) {
+    if (s.kind != StateKind::kDevice) return;
+    for (const PrefixTree::Node* up = n->parent; up != nullptr && up->depth > 0; up = up->parent) {
+      const bool partial = std::any_of(up->states.begin(), up->states.end(),
+                                       [](const State& x) { return x.kind == StateKind::kPartial; });
+      if (!partial) continue;
+      const bool whole = std::any_of(up->states.begin(), up->states.end(),
+                                     [](const State& x) { return x.kind != StateKind::kPartial; });
+      const uint64_t key = StateKey(tree_.NamespaceOf(up), tree_.PathTokens(up), StateKind::kFull);
+      if (!whole && !shared_keys_.contains(key)) todo.push_back({s.last_used, up, s.seq, key});
+      return;  // the deepest one only
+    }
+  });
+  std::sort(todo.begin(), todo.end(), [](const Todo& a, const Todo& b) { return a.used > b.used; });
+  int queued = 0;
+  for (const Todo& t : todo) {
+    if (should_stop()) return queued;
+    std::optional<int32_t> scratch;
+    for (int32_t seq : config_.sequences) {
+      if (IsFree(seq)) scratch = seq;
+    }
+    if (!scratch) return queued;  // never evicts for this: idle cached sequences stay
+    lent_[*scratch] = nullptr;
+    const std::vector<Token> tokens = tree_.PathTokens(t.node);
+    const std::string ns = tree_.NamespaceOf(t.node);
+    std::optional<std::vector<uint8_t>> bytes;
+    if (Reseed(ns, tokens, *scratch, t.kv_source).ok()) {
+      auto saved = store_.Save(*scratch, /*partial=*/false);
+      if (saved.ok()) bytes = std::move(*saved);
+    }
+    Release(*scratch);
+    shared_keys_.insert(t.key);  // tried: a failure is not retried at every idle pass
+    if (!bytes) continue;
+    shared_->Put(ns, tokens, StateKind::kFull, std::move(*bytes));
+    stats_.shared_puts++;
+    ++queued;
+  }
   return queued;
 }
 

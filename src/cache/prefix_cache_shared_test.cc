@@ -112,5 +112,34 @@ TEST(PrefixCacheSharedTest, AStoreThatLostEverythingIsAMissAndTheRequestPrefills
   EXPECT_EQ(b.Turn(turn2, {40, 42}), 0);
 }
 
+// The client sends back another reply than the one generated (an agent's re-serialized
+// tool call): the next prompt leaves the first replica's sequence at the generation
+// start, where only a partial state was kept. The other replica resumes there even so.
+TEST(PrefixCacheSharedTest, AGenerationStartIsSharedWholeForAReplyTheClientReplaced) {
+  MemorySharedStore shared;
+  Replica a(&shared), b(&shared);
+  const Tokens prompt = Range(1, 40);
+  {
+    auto lease = a.cache->Acquire("m", prompt, 39);
+    ASSERT_TRUE(lease.has_value());
+    a.store.Extend(lease->seq, prompt);
+    a.cache->SnapshotPartial("m", lease->seq, prompt);  // the generation start
+    a.store.Extend(lease->seq, Range(500, 10));         // the reply as generated
+    Tokens all = prompt;
+    for (Token t : Range(500, 10)) all.push_back(t);
+    a.cache->Adopt("m", lease->seq, all, 40);
+  }
+  EXPECT_EQ(a.cache->ShareBehind([] { return false; }), 2) << "the reply's end and the generation start";
+  Tokens next = prompt;
+  for (Token t : Range(900, 12)) next.push_back(t);  // another reply, then a tool result
+  const SharedImport got = b.cache->ImportShared("m", next, std::vector<int32_t>{40, 52}, 51);
+  EXPECT_EQ(got.depth, 40);
+  auto lease = b.cache->Acquire("m", next, 51);
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_EQ(lease->report.n_reused, 40);
+  EXPECT_EQ(b.store.Get(lease->seq).kv, prompt) << "warm must equal cold";
+  EXPECT_EQ(b.store.Get(lease->seq).rec, 40);
+}
+
 }  // namespace
 }  // namespace hearth::cache

@@ -181,7 +181,8 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
   Start(2, 64u << 20);
   const auto p1 = Tokens(100, 14), r1 = Tokens(10, 15);
   Turn(p1, r1, {50});
-  ASSERT_EQ(cache_->ShareBehind([] { return false; }), 1);
+  // The reply's end, and (where a partial state marks it) the snapshot at 50 made whole.
+  ASSERT_EQ(cache_->ShareBehind([] { return false; }), needs_partial_ ? 2 : 1);
   Start(2, 64u << 20);  // another replica: its own context and cache, the same shared tier
   const auto p2 = Cat(Cat(p1, r1), Tokens(20, 16));
   const cache::SharedImport got =
@@ -191,6 +192,15 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
   EXPECT_EQ(reused, 110);
   EXPECT_GT(last_report_.restored_bytes, 0u);
   EXPECT_TRUE(Close(Cold(p2), warm));
+  if (!needs_partial_) return;
+  // A third replica, for a prompt that leaves the first one's at 70: it resumes from the
+  // whole state built at 50 out of the partial snapshot and the sequence's KV.
+  Start(2, 64u << 20);
+  const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 70), Tokens(20, 17));
+  EXPECT_EQ(cache_->ImportShared("ns", p3, std::vector<int32_t>{50, 70}, static_cast<int32_t>(p3.size()) - 1).depth, 50);
+  auto [warm3, reused3] = Turn(p3, {}, {});
+  EXPECT_EQ(reused3, 50);
+  EXPECT_TRUE(Close(Cold(p3), warm3));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,
