@@ -4,7 +4,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 
 MODELS    ?= $(BUILD)/models
 HEARTH    := $(BUILD)/src/hearth
 
-.PHONY: all deps llama configure build test test-asan fuzz fuzz-build fuzz-smoke demo models clean
+.PHONY: all deps llama configure build test test-asan fuzz fuzz-build fuzz-smoke demo cluster-demo models clean
 
 all: build
 
@@ -66,6 +66,11 @@ fuzz-smoke: fuzz-build
 # Small model (made once), hearth serve, a short multi-turn `hearth bench` session.
 demo: build
 	@bash scripts/demo.sh $(HEARTH) $(MODELS) $(BUILD)/demo-results
+
+# Three replicas sharing one cache through Redis, behind HAProxy (deploy/haproxy/): `hearth
+# bench` through it with round-robin, then affinity routing (scripts/cluster.sh).
+cluster-demo: build
+	@bash scripts/cluster.sh $(HEARTH) $(MODELS) $(BUILD)/cluster-results
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

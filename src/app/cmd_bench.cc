@@ -1,4 +1,5 @@
 // `hearth bench`: measure multi-turn reuse (and speed) of hearth or any other server.
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -26,6 +27,7 @@ struct BenchFlags {
   std::string diagnose;
   std::string probes;
   std::optional<int> max_tokens;
+  int think_ms = 0;
   std::optional<double> temperature = 0.0;
   std::vector<std::string> env;
   bool no_plots = false, no_turn_table = false, quiet = false, no_nonce = false;
@@ -102,6 +104,8 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
   c.run.alternate = f.alternate == "turn" ? bench::Alternate::kTurn : bench::Alternate::kSession;
   c.run.temperature = f.temperature;
   c.run.progress = !f.quiet;
+  if (f.think_ms < 0) Usage("--think-ms must be 0 or more");
+  c.run.think = std::chrono::milliseconds(f.think_ms);
   if (!f.replay_flavor.empty()) c.replay_flavor = ParseFlavor(f.replay_flavor);
   if (f.max_tokens) {
     c.spec.max_tokens = *f.max_tokens;
@@ -196,6 +200,9 @@ void RegisterBench(CLI::App& app) {
   cmd->add_flag("--no-nonce", f->no_nonce, "no nonce: reruns send identical sessions (a server may remember them)");
   cmd->add_option("--reps", c.reps, "repetitions (different text, same shape)")->capture_default_str();
   cmd->add_option("--warmup", c.run.warmup, "untimed requests per server first")->capture_default_str();
+  cmd->add_option("--think-ms", f->think_ms,
+                  "pause before each follow-up turn, from that session's last reply (a user reading, a tool running)")
+      ->capture_default_str();
   cmd->add_option("--flavor", f->flavor, "API: openai or anthropic")->capture_default_str();
   cmd->add_option("--alternate", f->alternate, "with --compare: alternate by session or turn")->capture_default_str();
   cmd->add_option("--replay", c.replay_path, "JSONL of recorded request bodies to replay");
@@ -219,6 +226,8 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--timeout", c.run.timeout_s, "seconds one request may take")->capture_default_str();
   cmd->add_option("--temperature", f->temperature, "sampling temperature (default 0: greedy)");
   cmd->add_flag("--send-reasoning", c.run.send_reasoning, "send reasoning_content back with earlier replies");
+  cmd->add_flag("--session-key", c.run.send_session_key,
+                "name each session as prompt_cache_key / metadata.user_id, for a load balancer's affinity");
   cmd->add_option("--model-file", c.model_file, "model file to record in env.json (with its size)");
   cmd->add_option("--env", f->env, "KEY=VALUE to record in env.json (server flags, notes)");
   cmd->add_flag("--no-plots", f->no_plots, "skip the PNG plots");

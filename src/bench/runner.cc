@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "bench/local_render.h"
 #include "bench/text.h"
@@ -13,6 +14,7 @@ struct Runner::Conversation {
   std::vector<Json> messages;       // the last request's messages
   std::optional<Json> reply_to_send;  // the last reply, as the next request carries it
   bool reply_scripted = false;        // the client wrote that reply, not the server
+  std::chrono::steady_clock::time_point replied_at;  // when the last reply ended
 };
 
 struct Runner::Server {
@@ -54,6 +56,12 @@ std::string DefaultLabel(const Json& models, const Endpoint& ep) {
 }
 
 }  // namespace
+
+std::chrono::milliseconds ThinkWait(std::chrono::steady_clock::time_point replied_at,
+                                    std::chrono::steady_clock::time_point now, std::chrono::milliseconds think) {
+  const auto passed = std::chrono::duration_cast<std::chrono::milliseconds>(now - replied_at);
+  return passed >= think ? std::chrono::milliseconds(0) : think - passed;
+}
 
 StatusOr<std::vector<ReplayLine>> ReadReplayFile(const std::string& path, std::optional<Flavor> flavor) {
   std::ifstream in(path);
@@ -201,6 +209,8 @@ void Runner::RunStep(Server& server, const Workload& w, int session, int turn) {
     if (c.reply_scripted) n_carried = static_cast<int>(c.messages.size());
     c.messages.push_back(c.reply_to_send.value_or(Json{{"role", "assistant"}, {"content", ""}}));
     if (!c.reply_scripted) n_carried = static_cast<int>(c.messages.size());
+    // After the hook: a restart it made counts towards the pause, as it would for a user.
+    std::this_thread::sleep_for(ThinkWait(c.replied_at, std::chrono::steady_clock::now(), options_.think));
   }
   if (tp.system) c.messages[0]["content"] = *tp.system;
   for (const Json& m : tp.added) c.messages.push_back(m);
@@ -211,9 +221,11 @@ void Runner::RunStep(Server& server, const Workload& w, int session, int turn) {
   req.thinking = sp.thinking;
   req.max_tokens = w.spec.max_tokens;
   req.temperature = options_.temperature;
+  if (options_.send_session_key) req.session_key = w.spec.nonce.empty() ? sp.id : sp.id + "-" + w.spec.nonce;
   const std::optional<int> cut = tp.interrupt ? std::optional<int>(w.spec.interrupt_after) : std::nullopt;
   ChatOutcome out;
   TurnRow row = Send(server, req, n_carried, cut, w.name, tp.tool_results ? "tool" : "user", &out);
+  c.replied_at = std::chrono::steady_clock::now();
   row.rep = w.spec.rep;
   row.session = session;
   row.session_id = sp.id;
@@ -363,6 +375,8 @@ Json Runner::Environment() const {
                     {"send_reasoning", options_.send_reasoning},
                     {"temperature", options_.temperature ? Json(*options_.temperature) : Json(nullptr)},
                     {"warmup", options_.warmup},
+                    {"think_ms", options_.think.count()},
+                    {"send_session_key", options_.send_session_key},
                     {"alternate", options_.alternate == Alternate::kSession ? "session" : "turn"}};
   env["notes"] = notes_;
   return env;

@@ -9,6 +9,7 @@
 // Thread safety: one thread. Requests are sent one at a time, in workload order.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -47,7 +48,19 @@ struct RunOptions {
   int warmup = 1;               // untimed requests per server before measuring
   Alternate alternate = Alternate::kSession;
   bool progress = true;         // one line per request on stderr
+  // Pause before each follow-up turn of a workload session, counted from the end of that
+  // session's previous reply: a person reading it, an agent running its tool. Turns of
+  // other sessions sent meanwhile count towards it. Zero: at once. Not used by Replay or
+  // Sweep, whose requests have no reply to think about.
+  std::chrono::milliseconds think{0};
+  // Send each workload session's id (with the run's nonce) as its session key (wire.h).
+  bool send_session_key = false;
 };
+
+// How long to wait before a follow-up whose previous reply ended at `replied_at`, so that
+// `think` has passed when it is sent: zero when it already has.
+std::chrono::milliseconds ThinkWait(std::chrono::steady_clock::time_point replied_at,
+                                    std::chrono::steady_clock::time_point now, std::chrono::milliseconds think);
 
 // One line of a replay file: a request body, and the conversation it belongs to.
 struct ReplayLine {

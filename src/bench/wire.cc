@@ -49,6 +49,7 @@ Json OpenAIBody(const ChatRequest& r, const std::string& model) {
   if (r.temperature) body["temperature"] = *r.temperature;
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
+  if (!r.session_key.empty()) body["prompt_cache_key"] = r.session_key;
   SetThinking(r, &body);
   return body;
 }
@@ -57,6 +58,7 @@ Json AnthropicBody(const ChatRequest& r, const std::string& model) {
   Json body;
   body["model"] = model.empty() ? "default" : model;
   body["max_tokens"] = r.max_tokens;
+  if (!r.session_key.empty()) body["metadata"] = {{"user_id", r.session_key}};
   Json messages = Json::array();
   std::string system;
   for (const Json& m : r.messages) {

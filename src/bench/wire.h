@@ -24,6 +24,9 @@ struct ChatRequest {
   std::optional<bool> thinking;  // unset: the template's default
   int max_tokens = 48;
   std::optional<double> temperature;
+  // Names the conversation, as Codex (prompt_cache_key) and Claude Code (metadata.user_id)
+  // do, so a load balancer can keep it on one server. Empty: not sent.
+  std::string session_key;
 };
 
 // A streaming request body with usage in the stream. `model` may be empty.

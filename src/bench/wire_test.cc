@@ -34,6 +34,15 @@ TEST(WireTest, OpenAIBodyStreamsWithUsage) {
   EXPECT_EQ(b["messages"].size(), 5u);
 }
 
+TEST(WireTest, SessionKeyNamesTheConversationOnlyWhenSet) {
+  ChatRequest r = AgentTurn();
+  EXPECT_FALSE(OpenAIBody(r, "m").contains("prompt_cache_key"));
+  EXPECT_FALSE(AnthropicBody(r, "m").contains("metadata"));
+  r.session_key = "chat-r0-s1-5eed";
+  EXPECT_EQ(OpenAIBody(r, "m")["prompt_cache_key"], "chat-r0-s1-5eed");
+  EXPECT_EQ(AnthropicBody(r, "m")["metadata"]["user_id"], "chat-r0-s1-5eed");
+}
+
 TEST(WireTest, AnthropicBodyGroupsToolResults) {
   const Json b = AnthropicBody(AgentTurn(), "m");
   EXPECT_EQ(b["system"], "Be brief.");
