@@ -216,10 +216,16 @@ class PrefixCache {
   // With a shared tier, for idle time: queues for it the whole states other processes
   // could resume from (cached device sequences, serialized; whole RAM states) that it was
   // not given yet, the most recently used first, until `should_stop` returns true.
-  // Replies another sequence took over are not shared (as WriteBehind). Also each device
-  // sequence's generation start, made whole in a free sequence (none free: skipped; it
-  // never evicts for this). Returns how many.
+  // Replies another sequence took over are not shared (as WriteBehind). Then the positions
+  // ShareWhenIdle marked, made whole in a free sequence (none free: at a later pass; this
+  // never evicts for it). Returns how many.
   int ShareBehind(const std::function<bool()>& should_stop);
+  // With a shared tier and a model with partial states: the partial state at exactly
+  // `tokens` (a request's generation start, where a client that sends back another reply
+  // than the generated one leaves it) is to go to the shared tier whole, built over the KV
+  // of a device sequence that passes through it, at the next ShareBehind. At most the 32
+  // newest wait; one whose state or sequences are gone by then is skipped.
+  void ShareWhenIdle(const std::string& ns, std::span<const Token> tokens);
   bool HasUnshared() const { return shared_ != nullptr && unshared_; }
 
   // The tokens of an earlier sequence that shares the longest prefix with `tokens` and
@@ -247,7 +253,7 @@ class PrefixCache {
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
   std::optional<uint64_t> LeastRecentIdleDevice();
   void EnforceRamBudget();
-  int ShareGenerationStarts(const std::function<bool()>& should_stop);
+  int ShareMarkedPositions(const std::function<bool()>& should_stop);
   using TimePoint = std::chrono::steady_clock::time_point;
   TimePoint Now() const { return config_.clock ? config_.clock() : std::chrono::steady_clock::now(); }
   // Ends expired holds, then the least recently held ones while held bytes exceed the
@@ -303,6 +309,11 @@ class PrefixCache {
   bool unshared_ = false;      // a whole state may lack its shared copy (see ShareBehind)
   // StateKey of the whole states given to (or read from) the shared tier: not given twice.
   std::unordered_set<uint64_t> shared_keys_;
+  struct ShareWhole {
+    std::string ns;
+    std::vector<Token> tokens;
+  };
+  std::vector<ShareWhole> share_whole_;  // ShareWhenIdle's, oldest first
   CacheStats stats_;
 };
 

@@ -12,6 +12,7 @@
 namespace hearth::cache {
 
 constexpr size_t kMaxSharedKeys = 1u << 16;
+constexpr size_t kMaxShareWhole = 32;  // positions waiting to be made whole
 
 SharedImport PrefixCache::ImportShared(const std::string& ns, std::span<const Token> tokens,
                                        std::span<const int32_t> depths, int32_t max_reuse) {
@@ -80,57 +81,62 @@ int PrefixCache::ShareBehind(const std::function<bool()>& should_stop) {
     stats_.shared_puts++;
     ++queued;
   }
-  queued += ShareGenerationStarts(should_stop);
+  queued += ShareMarkedPositions(should_stop);  // what finds no free sequence waits for the next pass
   unshared_ = false;
   return queued;
 }
 
-// A request's generation start (the deepest partial state above its device sequence) is
-// where the next prompt leaves the reply when the client sends back another one (an
-// agent's re-serialized tool call, a regenerated or edited answer). Locally the partial
-// state and the device sequence's KV make a whole state there; another replica needs it
-// whole: built in a free sequence (Reseed), serialized, given, and the sequence freed.
-int PrefixCache::ShareGenerationStarts(const std::function<bool()>& should_stop) {
-  if (!config_.needs_partial) return 0;  // attention only: no partial marks the position
-  struct Todo {
-    int64_t used;
-    const PrefixTree::Node* node;
-    int32_t kv_source;
-    uint64_t key;
-  };
-  std::vector<Todo> todo;
-  tree_.ForEachState([&](const PrefixTree::Node* n, const State& s) {
-    if (s.kind != StateKind::kDevice) return;
-    for (const PrefixTree::Node* up = n->parent; up != nullptr && up->depth > 0; up = up->parent) {
-      const bool partial = std::any_of(up->states.begin(), up->states.end(),
-                                       [](const State& x) { return x.kind == StateKind::kPartial; });
-      if (!partial) continue;
-      const bool whole = std::any_of(up->states.begin(), up->states.end(),
-                                     [](const State& x) { return x.kind != StateKind::kPartial; });
-      const uint64_t key = StateKey(tree_.NamespaceOf(up), tree_.PathTokens(up), StateKind::kFull);
-      if (!whole && !shared_keys_.contains(key)) todo.push_back({s.last_used, up, s.seq, key});
-      return;  // the deepest one only
-    }
-  });
-  std::sort(todo.begin(), todo.end(), [](const Todo& a, const Todo& b) { return a.used > b.used; });
+// A request's generation start is where the next prompt leaves the reply when the client
+// sends back another one (an agent's re-serialized tool call, a regenerated or edited
+// answer). Locally the partial state there and a device sequence's KV make a whole state;
+// another replica needs it whole: built in a free sequence (Reseed) over the KV of a
+// device sequence that passes through it, serialized, given, and the sequence freed.
+void PrefixCache::ShareWhenIdle(const std::string& ns, std::span<const Token> tokens) {
+  if (shared_ == nullptr || !config_.needs_partial) return;  // attention only: Adopt's state serves
+  if (share_whole_.size() >= kMaxShareWhole) share_whole_.erase(share_whole_.begin());
+  share_whole_.push_back({ns, std::vector<Token>(tokens.begin(), tokens.end())});
+  unshared_ = true;
+}
+
+int PrefixCache::ShareMarkedPositions(const std::function<bool()>& should_stop) {
   int queued = 0;
-  for (const Todo& t : todo) {
+  while (!share_whole_.empty()) {
     if (should_stop()) return queued;
     std::optional<int32_t> scratch;
     for (int32_t seq : config_.sequences) {
       if (IsFree(seq)) scratch = seq;
     }
-    if (!scratch) return queued;  // never evicts for this: idle cached sequences stay
+    if (!scratch) return queued;  // later: this never evicts a cached sequence
+    const auto [ns, tokens] = std::move(share_whole_.back());
+    share_whole_.pop_back();
+    const uint64_t key = StateKey(ns, tokens, StateKind::kFull);
+    if (shared_keys_.contains(key)) continue;
+    auto m = tree_.MatchPrefix(ns, tokens);
+    if (m.n_matched != tokens.size() || m.below != nullptr || m.path.empty()) continue;  // gone
+    const PrefixTree::Node* node = m.path.back();
+    // Whole already (given by ShareBehind's first pass), or nothing to restore from.
+    auto has = [&](auto pred) { return std::any_of(node->states.begin(), node->states.end(), pred); };
+    if (has([](const State& x) { return x.kind != StateKind::kPartial; })) continue;
+    if (!has([](const State& x) { return x.kind == StateKind::kPartial; })) continue;
+    std::optional<int32_t> kv_source;
+    std::vector<const PrefixTree::Node*> below = {node};
+    while (!below.empty() && !kv_source) {
+      const PrefixTree::Node* n = below.back();
+      below.pop_back();
+      for (const State& x : n->states) {
+        if (x.kind == StateKind::kDevice) kv_source = x.seq;
+      }
+      for (const auto& [t, child] : n->children) below.push_back(child.get());
+    }
+    if (!kv_source) continue;  // no sequence holds its KV any more
     lent_[*scratch] = nullptr;
-    const std::vector<Token> tokens = tree_.PathTokens(t.node);
-    const std::string ns = tree_.NamespaceOf(t.node);
     std::optional<std::vector<uint8_t>> bytes;
-    if (Reseed(ns, tokens, *scratch, t.kv_source).ok()) {
+    if (Reseed(ns, tokens, *scratch, *kv_source).ok()) {
       auto saved = store_.Save(*scratch, /*partial=*/false);
       if (saved.ok()) bytes = std::move(*saved);
     }
     Release(*scratch);
-    shared_keys_.insert(t.key);  // tried: a failure is not retried at every idle pass
+    shared_keys_.insert(key);  // tried: a failure is not tried again
     if (!bytes) continue;
     shared_->Put(ns, tokens, StateKind::kFull, std::move(*bytes));
     stats_.shared_puts++;

@@ -124,9 +124,13 @@ TEST(PrefixCacheSharedTest, AGenerationStartIsSharedWholeForAReplyTheClientRepla
     ASSERT_TRUE(lease.has_value());
     a.store.Extend(lease->seq, prompt);
     a.cache->SnapshotPartial("m", lease->seq, prompt);  // the generation start
-    a.store.Extend(lease->seq, Range(500, 10));         // the reply as generated
-    Tokens all = prompt;
-    for (Token t : Range(500, 10)) all.push_back(t);
+    a.cache->ShareWhenIdle("m", prompt);
+    a.store.Extend(lease->seq, Range(500, 4));          // the reply as generated, and a
+    Tokens all = prompt;                                 // partial state inside it (as a
+    for (Token t : Range(500, 4)) all.push_back(t);      // shadow's cut-off leaves one)
+    a.cache->SnapshotPartial("m", lease->seq, all);
+    a.store.Extend(lease->seq, Range(504, 6));
+    for (Token t : Range(504, 6)) all.push_back(t);
     a.cache->Adopt("m", lease->seq, all, 40);
   }
   EXPECT_EQ(a.cache->ShareBehind([] { return false; }), 2) << "the reply's end and the generation start";

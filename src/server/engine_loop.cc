@@ -279,7 +279,12 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
     if (at == slot.n_prompt_done && config_.prefix_cache) {
       if (!slot.task.background && at == slot.task.prompt.size() && !first_token_out) return;
-      cache_->SnapshotPartial(slot.task.cache_namespace, slot.lease.seq(), std::span(slot.task.prompt).subspan(0, at));
+      const auto prefix = std::span(slot.task.prompt).subspan(0, at);
+      cache_->SnapshotPartial(slot.task.cache_namespace, slot.lease.seq(), prefix);
+      // Another replica may get the next turn with another reply than this one generates.
+      if (!slot.task.background && static_cast<int32_t>(at) == slot.task.generation_start) {
+        cache_->ShareWhenIdle(slot.task.cache_namespace, prefix);
+      }
       if (static_cast<int32_t>(at) == ShadowFork(slot.task)) slot.shadow_due = true;
     }
     ++slot.next_snapshot;

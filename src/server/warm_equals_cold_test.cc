@@ -195,6 +195,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
   const auto p1 = Tokens(100, 14), r1 = Tokens(10, 15);
   Turn(p1, r1, {50});
   // The reply's end, and (where a partial state marks it) the snapshot at 50 made whole.
+  cache_->ShareWhenIdle("ns", std::span(p1).subspan(0, 50));
   ASSERT_EQ(cache_->ShareBehind([] { return false; }), needs_partial_ ? 2 : 1);
   ASSERT_TRUE(shared_->Flush(10000));
   replica();  // another replica: its own context and cache, the same Redis
