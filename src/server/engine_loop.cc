@@ -210,6 +210,7 @@ bool EngineLoop::WaitForWork() {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.decode_calls += batch_.empty() ? 0 : 1;
     stats_.cache = cache_->stats();
+    if (shared_) stats_.shared = shared_->stats();
     // The tree's summary walks every node: while busy, a few times a second is enough.
     const auto now = Clock::now();
     if (!busy || now - summary_refreshed_ > std::chrono::milliseconds(250)) {

@@ -118,6 +118,7 @@ struct EngineStats {
   int64_t shadows_kept = 0;        // given to the cache when their reply ended
   int64_t shadows_dropped = 0;     // released: the reply went elsewhere, or room ran out
   cache::CacheStats cache;
+  std::optional<cache::SharedStats> shared;  // the shared tier's, with --cache-redis
 };
 
 class EngineLoop {

@@ -54,6 +54,24 @@ std::string FormatPrometheus(const EngineStats& s) {
   out += "# TYPE hearth_cache_bytes gauge\n";
   out += "hearth_cache_bytes{tier=\"ram\"} " + std::to_string(c.bytes_ram) + "\n";
   out += "hearth_cache_bytes{tier=\"disk\"} " + std::to_string(c.bytes_disk) + "\n";
+  if (const auto& sh = s.shared) {  // --cache-redis
+    Add(&out, "cache_shared_up", "gauge", "1 while the last exchange with the shared tier succeeded.",
+        sh->connected ? 1 : 0);
+    out += "# HELP hearth_cache_shared_states_total States given to the shared tier: queued, written whole, dropped.\n";
+    out += "# TYPE hearth_cache_shared_states_total counter\n";
+    out += "hearth_cache_shared_states_total{outcome=\"queued\"} " + std::to_string(sh->puts) + "\n";
+    out += "hearth_cache_shared_states_total{outcome=\"written\"} " + std::to_string(sh->written) + "\n";
+    out += "hearth_cache_shared_states_total{outcome=\"dropped\"} " + std::to_string(sh->dropped) + "\n";
+    out += "# HELP hearth_cache_shared_lookups_total Lookups in the shared tier: hits, misses, misses with a cause.\n";
+    out += "# TYPE hearth_cache_shared_lookups_total counter\n";
+    out += "hearth_cache_shared_lookups_total{outcome=\"hit\"} " + std::to_string(sh->hits) + "\n";
+    out += "hearth_cache_shared_lookups_total{outcome=\"miss\"} " + std::to_string(sh->misses - sh->lookup_errors) + "\n";
+    out += "hearth_cache_shared_lookups_total{outcome=\"error\"} " + std::to_string(sh->lookup_errors) + "\n";
+    out += "# HELP hearth_cache_shared_bytes_total Bytes written to and read from the shared tier.\n";
+    out += "# TYPE hearth_cache_shared_bytes_total counter\n";
+    out += "hearth_cache_shared_bytes_total{op=\"write\"} " + std::to_string(sh->bytes_written) + "\n";
+    out += "hearth_cache_shared_bytes_total{op=\"read\"} " + std::to_string(sh->bytes_read) + "\n";
+  }
   Add(&out, "cache_device_sequences", "gauge", "Idle conversations kept on the device.", c.device_cached);
   Add(&out, "cache_nodes", "gauge", "Nodes of the prefix tree.", static_cast<int64_t>(c.n_nodes));
   Add(&out, "volatile_spans_total", "counter", "Prompts whose reuse a per-request span cut short.", s.volatile_spans);

@@ -85,6 +85,29 @@ TEST(MetricsTest, CacheCountersCarryTheirTier) {
   EXPECT_EQ(m["hearth_cache_snapshots_quarantined_total"], "3");
 }
 
+TEST(MetricsTest, TheSharedTierIsCountedOnlyWhenThereIsOne) {
+  EngineStats s;
+  EXPECT_EQ(Samples(FormatPrometheus(s)).count("hearth_cache_shared_up"), 0u);
+  s.cache.hits_shared = 4;
+  s.shared = cache::SharedStats{};
+  s.shared->connected = true;
+  s.shared->puts = 9;
+  s.shared->written = 7;
+  s.shared->dropped = 2;
+  s.shared->hits = 4;
+  s.shared->misses = 3;
+  s.shared->lookup_errors = 1;
+  s.shared->bytes_read = 1000;
+  auto m = Samples(FormatPrometheus(s));
+  EXPECT_EQ(m["hearth_cache_hits_total{tier=\"shared\"}"], "4");
+  EXPECT_EQ(m["hearth_cache_shared_up"], "1");
+  EXPECT_EQ(m["hearth_cache_shared_states_total{outcome=\"written\"}"], "7");
+  EXPECT_EQ(m["hearth_cache_shared_states_total{outcome=\"dropped\"}"], "2");
+  EXPECT_EQ(m["hearth_cache_shared_lookups_total{outcome=\"miss\"}"], "2");
+  EXPECT_EQ(m["hearth_cache_shared_lookups_total{outcome=\"error\"}"], "1");
+  EXPECT_EQ(m["hearth_cache_shared_bytes_total{op=\"read\"}"], "1000");
+}
+
 TEST(MetricsTest, CountersEndInTotalAndGaugesDoNot) {
   const std::string text = FormatPrometheus({});
   std::istringstream in(text);
