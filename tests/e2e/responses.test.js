@@ -59,8 +59,20 @@ test('responses.create, streamed: events in order, the last one whole', opts, as
 // server is idle: as a user reads a reply before typing the next turn (an agent's tool
 // result, sent at once, is the shadow's case and is not waited for).
 async function warmAheadDone(tasksBefore, n) {
-  await eventually(metrics, (m) => m.hearth_warm_ahead_tasks_total >= tasksBefore + n && m.hearth_slots_busy === 0 &&
-    m.hearth_requests_queued === 0, 'the warm-ahead of the last reply');
+  const idle = (m) => m.hearth_slots_busy === 0 && m.hearth_requests_queued === 0;
+  let m = await eventually(metrics, (x) => x.hearth_warm_ahead_tasks_total >= tasksBefore + n && idle(x),
+    'the warm-ahead of the last reply');
+  // The count can reach n with another reply's task while the worker still renders the
+  // last reply's (seen under AddressSanitizer): wait until the engine has stayed idle, with
+  // no warm-ahead task ending, for a second, as a user still reading would.
+  const deadline = Date.now() + 30_000;
+  let quietSince = Date.now();
+  while (Date.now() - quietSince < 1000 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    const next = await metrics();
+    if (!idle(next) || next.hearth_warm_ahead_tasks_total !== m.hearth_warm_ahead_tasks_total) quietSince = Date.now();
+    m = next;
+  }
 }
 
 test('a second turn sent as items, and one by previous_response_id, is read from the cache', opts, async () => {
