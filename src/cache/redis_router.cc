@@ -132,7 +132,11 @@ Status RedisRouter::GetMany(const std::vector<std::string>& keys,
     std::unordered_map<RedisConnection*, std::vector<size_t>> by_node;
     for (size_t i : pending) by_node[&For(keys[i])].push_back(i);
     std::vector<size_t> again;
-    for (auto& [conn, idx] : by_node) {
+    for (auto& node : by_node) {
+      // Named, not bound: lambdas below capture them (clang before 16 cannot capture a
+      // structured binding).
+      RedisConnection* conn = node.first;
+      const std::vector<size_t>& idx = node.second;
       std::vector<std::pair<size_t, Redirect>> redirected;
       Status s = OnConnection(*conn, [&] {
         redirected.clear();
@@ -149,12 +153,14 @@ Status RedisRouter::GetMany(const std::vector<std::string>& keys,
             idx.size());
       });
       if (!s.ok() && result.ok()) result = s;
-      for (const auto& [i, to] : redirected) {
+      for (const auto& redirect : redirected) {
+        const size_t i = redirect.first;
+        const Redirect& to = redirect.second;
         if (!to.ask) {
           again.push_back(i);
           continue;
         }
-        Status a = OnConnection(*to.to, [&, i = i] {
+        Status a = OnConnection(*to.to, [&] {
           return to.to->Pipeline(
               2, [&](size_t j) { return j == 0 ? RedisArgs{"ASKING"} : RedisArgs{"GET", keys[i]}; },
               [&](size_t j, const redisReply& r) {
