@@ -168,13 +168,18 @@ bool PrefixCache::SpareASequence() {
   return idle >= 2 && EvictIdleDevice();
 }
 
-std::optional<int32_t> PrefixCache::TakeSequence() {
+std::optional<int32_t> PrefixCache::TakeFreeSequence() {
   for (int32_t seq : config_.sequences) {
     if (IsFree(seq)) {
       lent_[seq] = nullptr;
       return seq;
     }
   }
+  return std::nullopt;
+}
+
+std::optional<int32_t> PrefixCache::TakeSequence() {
+  if (auto seq = TakeFreeSequence()) return seq;
   // Evict the least recently used cached device sequence.
   std::optional<uint64_t> victim = LeastRecentIdleDevice();
   if (!victim) return std::nullopt;
@@ -647,24 +652,22 @@ bool PrefixCache::HasDiskTwin(const PrefixTree::Node* node, StateKind kind) {
                      [&](const State& s) { return s.tier == Tier::kDisk && s.kind == on_disk; });
 }
 
-int PrefixCache::WriteBehind(const std::function<bool()>& should_stop) {
-  if (disk_ == nullptr || !unwritten_) return 0;
-  PrefixTree::PruneScope scope(tree_);
+PrefixCache::Kept PrefixCache::KeepElsewhere(const std::function<bool(const PrefixTree::Node*, const State&)>& wanted,
+                                             const std::function<bool()>& should_stop, const KeepFn& keep) {
   std::vector<std::pair<int64_t, uint64_t>> todo;  // (last_used, id)
   tree_.ForEachState([&](const PrefixTree::Node* n, const State& s) {
-    if (s.tier == Tier::kDisk || HasDiskTwin(n, s.kind)) return;
     // A reply another sequence took over is dropped, not kept (see Adopt).
     if (s.kind == StateKind::kDevice && DroppableAt(n, s)) return;
-    todo.emplace_back(s.last_used, s.id);
+    if (wanted(n, s)) todo.emplace_back(s.last_used, s.id);
   });
   std::sort(todo.rbegin(), todo.rend());
-  int written = 0;
+  Kept kept;
   for (const auto& [used, id] : todo) {
-    if (should_stop()) return written;
+    if (should_stop()) return kept;
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(id, &node);
     if (s == nullptr) continue;
-    // A device sequence is serialized; a RAM state's bytes are written as they are.
+    // A device sequence is serialized; a RAM state's bytes are given as they are.
     std::vector<uint8_t> serialized;
     if (s->kind == StateKind::kDevice) {
       auto saved = store_.Save(s->seq, /*partial=*/false);
@@ -672,11 +675,24 @@ int PrefixCache::WriteBehind(const std::function<bool()>& should_stop) {
       serialized = std::move(*saved);
     }
     const std::span<const uint8_t> bytes = s->kind == StateKind::kDevice ? serialized : Bytes(*s);
-    const StateKind kind = s->kind == StateKind::kPartial ? StateKind::kPartial : StateKind::kFull;
-    if (AddDiskState(node, kind, bytes, used)) ++written;
+    if (keep(node, *s, bytes)) ++kept.n;
   }
-  unwritten_ = false;
-  return written;
+  kept.finished = true;
+  return kept;
+}
+
+int PrefixCache::WriteBehind(const std::function<bool()>& should_stop) {
+  if (disk_ == nullptr || !unwritten_) return 0;
+  PrefixTree::PruneScope scope(tree_);
+  const Kept written = KeepElsewhere(
+      [&](const PrefixTree::Node* n, const State& s) { return s.tier != Tier::kDisk && !HasDiskTwin(n, s.kind); },
+      should_stop,
+      [&](PrefixTree::Node* node, const State& s, std::span<const uint8_t> bytes) {
+        const StateKind kind = s.kind == StateKind::kPartial ? StateKind::kPartial : StateKind::kFull;
+        return AddDiskState(node, kind, bytes, s.last_used);
+      });
+  if (written.finished) unwritten_ = false;
+  return written.n;
 }
 
 std::vector<Token> PrefixCache::EarlierContinuation(const std::string& ns, std::span<const Token> tokens) {

@@ -246,7 +246,19 @@ class PrefixCache {
  private:
   struct Source;
   bool IsFree(int32_t seq) const;
-  std::optional<int32_t> TakeSequence();
+  std::optional<int32_t> TakeFreeSequence();  // never evicts: nullopt when all are in use
+  std::optional<int32_t> TakeSequence();      // a free one, else evicts the least recent idle
+  // Gives the states `wanted` selects to `keep` (another tier), most recently used first,
+  // each with its serialized bytes: a device sequence serialized now, a RAM state's bytes
+  // as they are. Replies another sequence took over are never given (see Adopt). Stops
+  // when `should_stop` says so; `finished` is whether every selected state was visited.
+  struct Kept {
+    int n = 0;  // states `keep` accepted
+    bool finished = false;
+  };
+  using KeepFn = std::function<bool(PrefixTree::Node*, const State&, std::span<const uint8_t>)>;
+  Kept KeepElsewhere(const std::function<bool(const PrefixTree::Node*, const State&)>& wanted,
+                     const std::function<bool()>& should_stop, const KeepFn& keep);
   ResumeReport Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t max_reuse);
   std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
   Status Execute(int32_t seq, const Source& src, int32_t depth);
@@ -309,6 +321,7 @@ class PrefixCache {
   bool unshared_ = false;      // a whole state may lack its shared copy (see ShareBehind)
   // StateKey of the whole states given to (or read from) the shared tier: not given twice.
   std::unordered_set<uint64_t> shared_keys_;
+  std::unordered_set<uint64_t> shared_ids_;  // states known to be in the shared store
   struct ShareWhole {
     std::string ns;
     std::vector<Token> tokens;

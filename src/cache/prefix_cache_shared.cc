@@ -45,42 +45,29 @@ int PrefixCache::ShareBehind(const std::function<bool()>& should_stop) {
   PrefixTree::PruneScope scope(tree_);
   // A bound on what is remembered: past it states may be given twice (a store keeps one).
   if (shared_keys_.size() > kMaxSharedKeys) shared_keys_.clear();
-  struct Todo {
-    int64_t used;
-    uint64_t id;
-    uint64_t key;
-  };
-  std::vector<Todo> todo;
-  tree_.ForEachState([&](const PrefixTree::Node* n, const State& s) {
-    // A partial state is of no use without the KV another process lacks; a disk state
-    // was on the device or in RAM first, and shared from there.
-    if (s.kind == StateKind::kPartial || s.tier == Tier::kDisk) return;
-    // A reply another sequence took over is dropped, not kept (see Adopt).
-    if (s.kind == StateKind::kDevice && DroppableAt(n, s)) return;
-    const uint64_t key = StateKey(tree_.NamespaceOf(n), tree_.PathTokens(n), StateKind::kFull);
-    if (!shared_keys_.contains(key)) todo.push_back({s.last_used, s.id, key});
-  });
-  std::sort(todo.begin(), todo.end(), [](const Todo& a, const Todo& b) { return a.used > b.used; });
-  int queued = 0;
-  for (const Todo& t : todo) {
-    if (should_stop()) return queued;
-    PrefixTree::Node* node = nullptr;
-    State* s = tree_.FindState(t.id, &node);
-    if (s == nullptr) continue;
-    std::vector<uint8_t> bytes;
-    if (s->kind == StateKind::kDevice) {
-      auto saved = store_.Save(s->seq, /*partial=*/false);
-      if (!saved.ok()) continue;
-      bytes = std::move(*saved);
-    } else {
-      const auto b = Bytes(*s);
-      bytes.assign(b.begin(), b.end());
-    }
-    shared_->Put(tree_.NamespaceOf(node), tree_.PathTokens(node), StateKind::kFull, std::move(bytes));
-    shared_keys_.insert(t.key);
-    stats_.shared_puts++;
-    ++queued;
-  }
+  if (shared_ids_.size() > kMaxSharedKeys) shared_ids_.clear();
+  const Kept given = KeepElsewhere(
+      [&](const PrefixTree::Node* n, const State& s) {
+        // A partial state is of no use without the KV another process lacks; a disk state
+        // was on the device or in RAM first, and shared from there.
+        if (s.kind == StateKind::kPartial || s.tier == Tier::kDisk || shared_ids_.contains(s.id)) return false;
+        // A state's key is computed until it is known to be in the store, not on every
+        // pass: a pass follows each request and visits every state.
+        if (!shared_keys_.contains(StateKey(tree_.NamespaceOf(n), tree_.PathTokens(n), StateKind::kFull))) return true;
+        shared_ids_.insert(s.id);
+        return false;
+      },
+      should_stop,
+      [&](PrefixTree::Node* node, const State& s, std::span<const uint8_t> bytes) {
+        shared_ids_.insert(s.id);
+        const std::vector<Token> tokens = tree_.PathTokens(node);
+        shared_->Put(tree_.NamespaceOf(node), tokens, StateKind::kFull, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+        shared_keys_.insert(StateKey(tree_.NamespaceOf(node), tokens, StateKind::kFull));
+        stats_.shared_puts++;
+        return true;
+      });
+  if (!given.finished) return given.n;
+  int queued = given.n;
   queued += ShareMarkedPositions(should_stop);  // what finds no free sequence waits for the next pass
   unshared_ = false;
   return queued;
@@ -102,11 +89,6 @@ int PrefixCache::ShareMarkedPositions(const std::function<bool()>& should_stop) 
   int queued = 0;
   while (!share_whole_.empty()) {
     if (should_stop()) return queued;
-    std::optional<int32_t> scratch;
-    for (int32_t seq : config_.sequences) {
-      if (IsFree(seq)) scratch = seq;
-    }
-    if (!scratch) return queued;  // later: this never evicts a cached sequence
     const auto [ns, tokens] = std::move(share_whole_.back());
     share_whole_.pop_back();
     const uint64_t key = StateKey(ns, tokens, StateKind::kFull);
@@ -129,7 +111,11 @@ int PrefixCache::ShareMarkedPositions(const std::function<bool()>& should_stop) 
       for (const auto& [t, child] : n->children) below.push_back(child.get());
     }
     if (!kv_source) continue;  // no sequence holds its KV any more
-    lent_[*scratch] = nullptr;
+    const std::optional<int32_t> scratch = TakeFreeSequence();
+    if (!scratch) {  // later: this never evicts a cached sequence
+      share_whole_.push_back({ns, tokens});
+      return queued;
+    }
     std::optional<std::vector<uint8_t>> bytes;
     if (Reseed(ns, tokens, *scratch, *kv_source).ok()) {
       auto saved = store_.Save(*scratch, /*partial=*/false);
