@@ -24,13 +24,7 @@ using testing::FileFault;
 
 // `ram_bytes` 1: every serialized state goes to disk.
 EngineConfig Config(const std::string& cache_dir, cache::FileSystem* fs, size_t ram_bytes = 1) {
-  EngineConfig ec;
-  ec.context.n_ctx = 4096;
-  ec.context.n_batch = 256;
-  ec.context.n_ubatch = 256;
-  ec.context.n_threads = 1;
-  ec.n_parallel = 1;
-  ec.context.n_seq_max = 3;
+  EngineConfig ec = OneSlotConfig();
   ec.cache_ram_bytes = ram_bytes;
   ec.cache_dir = cache_dir;
   ec.cache_file_system = fs;
@@ -42,17 +36,6 @@ HttpConfig Http() {
   hc.model_alias = "tiny";
   hc.warm_ahead = false;  // only the requests' own states: what the tests read back is theirs
   return hc;
-}
-
-json Chat(httplib::Client& c, const json& messages, int max_tokens, const std::string& salt = "") {
-  json body = {{"messages", messages},
-               {"max_tokens", max_tokens},
-               {"temperature", 0},
-               {"chat_template_kwargs", {{"enable_thinking", false}}}};
-  if (!salt.empty()) body["cache_salt"] = salt;
-  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
-  return res && res->status == 200 ? json::parse(res->body) : json{};
 }
 
 json GetJson(httplib::Client& c, const char* path) {
@@ -107,10 +90,10 @@ TEST(DiskTierFaultsTest, AnUnusableCacheDirectoryTurnsTheTierOffAndSaysSo) {
     EXPECT_EQ(cache["tiers"]["disk"]["unavailable"], health["disk_tier"]["unavailable"]) << cache.dump();
     // Serving, with reuse from the other tiers.
     json messages = Conversation("Hello?");
-    json r = Chat(server->client(), messages, 4);
+    json r = PostGreedyChat(server->client(), messages, 4);
     messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
     messages.push_back({{"role", "user"}, {"content", "And then?"}});
-    r = Chat(server->client(), messages, 4);
+    r = PostGreedyChat(server->client(), messages, 4);
     EXPECT_GT(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.dump();
   }
   ::chmod((tmp + "/unreadable").c_str(), 0700);
@@ -134,7 +117,7 @@ TEST(DiskTierFaultsTest, AfterARestartEveryFaultServesWhatAColdRunServes) {
       ASSERT_TRUE(first.ok());
       for (const char* user : {"Hello?", "What is a cache?", "Name a colour."}) {
         json messages = Conversation(user);
-        json r = Chat(first.client(), messages, 6);
+        json r = PostGreedyChat(first.client(), messages, 6);
         messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
         messages.push_back({{"role", "user"}, {"content", "Go on."}});
         histories.push_back(messages);
@@ -162,10 +145,10 @@ TEST(DiskTierFaultsTest, AfterARestartEveryFaultServesWhatAColdRunServes) {
       ASSERT_TRUE(rendered.ok());
       prompt = second.model().Tokenize(rendered->prompt, false, true);
       const int clear = testing::ClearGreedySteps(second.model(), prompt, 8);
-      json warm = Chat(second.client(), histories[i], std::max(clear, 1));
+      json warm = PostGreedyChat(second.client(), histories[i], std::max(clear, 1));
       if (warm["usage"]["hearth_cache"].contains("stopped_because")) why += warm["usage"]["hearth_cache"]["stopped_because"].get<std::string>() + "\n";
       if (clear == 0) continue;
-      json cold = Chat(second.client(), histories[i], clear, "cold-" + std::to_string(i));
+      json cold = PostGreedyChat(second.client(), histories[i], clear, "cold-" + std::to_string(i));
       EXPECT_EQ(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
       EXPECT_EQ(warm["choices"][0]["message"], cold["choices"][0]["message"]) << "conversation " << i;
       ++compared;

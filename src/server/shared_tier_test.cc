@@ -17,13 +17,7 @@ namespace {
 using json = nlohmann::json;
 
 EngineConfig Config(std::shared_ptr<cache::SharedStore> shared) {
-  EngineConfig ec;
-  ec.context.n_ctx = 4096;
-  ec.context.n_batch = 256;
-  ec.context.n_ubatch = 256;
-  ec.context.n_threads = 1;
-  ec.n_parallel = 1;
-  ec.context.n_seq_max = 3;
+  EngineConfig ec = OneSlotConfig();
   ec.open_shared_tier = [shared](const std::string&) -> StatusOr<std::shared_ptr<cache::SharedStore>> { return shared; };
   return ec;
 }
@@ -32,17 +26,6 @@ HttpConfig Http() {
   HttpConfig hc;
   hc.model_alias = "tiny";
   return hc;
-}
-
-json Chat(httplib::Client& c, const json& messages, int max_tokens, const std::string& salt = "") {
-  json body = {{"messages", messages},
-               {"max_tokens", max_tokens},
-               {"temperature", 0},
-               {"chat_template_kwargs", {{"enable_thinking", false}}}};
-  if (!salt.empty()) body["cache_salt"] = salt;
-  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
-  EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
-  return res && res->status == 200 ? json::parse(res->body) : json{};
 }
 
 // Waits until `shared` has stored more states than `before` (the replica writes behind,
@@ -69,7 +52,7 @@ TEST(SharedTierTest, TurnsAlternatingBetweenReplicasPrefillOnlyWhatIsNew) {
     SCOPED_TRACE("turn " + std::to_string(turn));
     TestServer& r = *replicas[turn % 2];
     const int64_t written = shared->stats().written;
-    json reply = Chat(r.client(), messages, 6);
+    json reply = PostGreedyChat(r.client(), messages, 6);
     const json& usage = reply["usage"];
     const int prompt = usage["prompt_tokens"].get<int>();
     const int cached = usage["prompt_tokens_details"]["cached_tokens"].get<int>();
@@ -105,7 +88,7 @@ TEST(SharedTierTest, RepliesTheClientReplacedResumeAtTheirGenerationStartOnTheOt
   for (int turn = 0; turn < 4; ++turn) {
     SCOPED_TRACE("turn " + std::to_string(turn));
     const int64_t written = shared->stats().written;
-    json reply = Chat(replicas[turn % 2]->client(), messages, 6);
+    json reply = PostGreedyChat(replicas[turn % 2]->client(), messages, 6);
     const json& usage = reply["usage"];
     const int cached = usage["prompt_tokens_details"]["cached_tokens"].get<int>();
     if (turn > 0) {
@@ -128,20 +111,20 @@ TEST(SharedTierTest, AStoreThatIsDownCostsARecomputeAndSaysWhy) {
   ASSERT_TRUE(a.ok() && b.ok());
   json messages = {{{"role", "system"}, {"content", "You answer briefly. " + std::string(400, 's')}},
                    {{"role", "user"}, {"content", "Hello?"}}};
-  json reply = Chat(a.client(), messages, 6);
+  json reply = PostGreedyChat(a.client(), messages, 6);
   messages.push_back({{"role", "assistant"}, {"content", reply["choices"][0]["message"]["content"]}});
   messages.push_back({{"role", "user"}, {"content", "Go on."}});
   ASSERT_TRUE(WaitForWrites(*shared, 0));
   shared->SetDown(true);
   ::testing::internal::CaptureStderr();
-  json r = Chat(b.client(), messages, 6);
+  json r = PostGreedyChat(b.client(), messages, 6);
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << r.dump();
   EXPECT_NE(r["usage"]["hearth_cache"].value("shared_miss", "").find("store unavailable"), std::string::npos) << r.dump();
   EXPECT_NE(log.find("hearth: shared tier: store unavailable"), std::string::npos) << log;
   shared->SetDown(false);  // back: the next replica resumes from it again
   messages.back()["content"] = "Go on, please.";
-  r = Chat(b.client(), messages, 6);
+  r = PostGreedyChat(b.client(), messages, 6);
   EXPECT_GT(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0) << r.dump();
 }
 

@@ -7,6 +7,8 @@
 #include <httplib.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
 
 #include "server/engine_loop.h"
@@ -63,5 +65,32 @@ class TestServer {
   std::thread serve_;
   std::unique_ptr<httplib::Client> client_;
 };
+
+// One slot, three sequences and a 4096-cell context on one thread: the tiny model's
+// settings for tests that look at what one conversation leaves in the cache.
+inline EngineConfig OneSlotConfig() {
+  EngineConfig ec;
+  ec.context.n_ctx = 4096;
+  ec.context.n_batch = 256;
+  ec.context.n_ubatch = 256;
+  ec.context.n_threads = 1;
+  ec.n_parallel = 1;
+  ec.context.n_seq_max = 3;
+  return ec;
+}
+
+// A greedy, non-thinking chat completion; the parsed response, or {} after failing the
+// test when the status is not 200. `salt`: the request's cache_salt when not empty.
+inline nlohmann::json PostGreedyChat(httplib::Client& c, const nlohmann::json& messages, int max_tokens,
+                                     const std::string& salt = "") {
+  nlohmann::json body = {{"messages", messages},
+                         {"max_tokens", max_tokens},
+                         {"temperature", 0},
+                         {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  if (!salt.empty()) body["cache_salt"] = salt;
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+  return res && res->status == 200 ? nlohmann::json::parse(res->body) : nlohmann::json{};
+}
 
 }  // namespace hearth::server
