@@ -7,7 +7,7 @@
 # Runs on Node.js 22 or later (what the pinned packages need): the one
 # scripts/install-deps.sh installed into the build cache, else the one on PATH; fails,
 # saying so, when there is none (a missing client must fail, never skip). Installs the
-# pinned npm packages (npm ci, from npm's own cache when it can) when node_modules is
+# pinned npm packages (from npm's own cache when it can) when node_modules is
 # missing or was installed from another package-lock.json or Node.js, starts the server
 # on a free port, runs every *.test.js with node's test runner, and stops the server.
 # Logs and captured requests go to BUILD_DIR/e2e/.
@@ -39,8 +39,12 @@ sha256() { if command -v sha256sum >/dev/null; then sha256sum "$1"; else shasum 
 lock_sum="$(sha256 "$here/package-lock.json") node $node_version"
 stamp=$here/node_modules/.hearth-lock-sha256
 if [[ ! -f $stamp || $(cat "$stamp") != "$lock_sum" ]]; then
-  echo "e2e: npm ci" >&2
-  (cd "$here" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
+  # Not `npm ci`: it refuses a lock file whose optional per-platform packages (opencode's
+  # and Qwen Code's binaries for other systems) are missing, and a registry mirror that
+  # carries only this platform's leaves them out of the lock. `npm install --no-save`
+  # installs the locked versions and leaves package-lock.json as committed.
+  echo "e2e: npm install (locked versions)" >&2
+  (cd "$here" && npm install --no-save --no-audit --no-fund --prefer-offline --loglevel=error)
   echo "$lock_sum" >"$stamp"
 fi
 
