@@ -1,5 +1,5 @@
-// Claude Code, headless (`claude -p`), against hearth through a logging proxy that keeps
-// the exact requests Claude Code sends.
+// Claude Code, headless (`claude -p`), against hearth through the logging proxy (lib.js)
+// that keeps the exact requests Claude Code sends.
 //
 // Random weights never end a turn on their own, and Claude Code treats a reply cut off at
 // max_tokens as an error. So the proxy adds stop_sequences to each /v1/messages request
@@ -12,81 +12,16 @@
 // the first captured request. Captured requests always go to $HEARTH_E2E_OUT/claude-code/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BASE_URL, API_KEY, OUT_DIR, MODEL, post, assertStillServes } from './lib.js';
+import { API_KEY, MODEL, post, assertStillServes, startProxy, proxyUrl, runAgent, whyCannotRun, saveCaptured } from './lib.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const claudeBin = path.join(here, 'node_modules', '.bin', 'claude');
 const fixturePath = path.join(here, 'fixtures', 'claude-code-request.json');
-const STOP_SEQUENCES = [' ', '\n', 'e', 'a', 'o', 'i', 'n', 't', 's', '.'];
 const CLAUDE_TIMEOUT_MS = 240_000;
-
-// Why Claude Code cannot run here, or null when it can. That it cannot is a failure,
-// never a skip: node's runner counts a skipped test as passed.
-function whyNoClaude() {
-  if (!fs.existsSync(claudeBin)) return `${claudeBin} is missing (npm ci did not install it)`;
-  const r = spawnSync(claudeBin, ['--version'], { encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH } });
-  if (r.error) return `claude --version failed: ${r.error.message}`;
-  if (r.status !== 0) return `claude --version exited ${r.status}: ${r.stderr}`;
-  return null;
-}
-
-// A proxy in front of hearth that records every request and adds STOP_SEQUENCES to
-// message requests.
-function startProxy(captured) {
-  const target = new URL(BASE_URL);
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const original = Buffer.concat(chunks).toString('utf8');
-      const record = { method: req.method, url: req.url, headers: req.headers, body: original, status: 0 };
-      captured.push(record);
-      let forward = original;
-      if (req.method === 'POST' && new URL(req.url, BASE_URL).pathname === '/v1/messages') {
-        const body = JSON.parse(original);
-        body.stop_sequences = [...(body.stop_sequences ?? []), ...STOP_SEQUENCES];
-        forward = JSON.stringify(body);
-      }
-      const headers = { ...req.headers, host: target.host, 'content-length': Buffer.byteLength(forward) };
-      const upstream = http.request(
-        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers },
-        (up) => {
-          record.status = up.statusCode;
-          res.writeHead(up.statusCode, up.headers);
-          up.pipe(res);
-        },
-      );
-      upstream.on('error', (err) => {
-        record.status = 502;
-        res.writeHead(502, { 'content-type': 'text/plain' });
-        res.end(String(err));
-      });
-      upstream.end(forward);
-    });
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
-
-function runClaude(args, { cwd, env }) {
-  return new Promise((resolve) => {
-    const child = spawn(claudeBin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), CLAUDE_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
 
 // The request without what identifies this machine, this run or this user.
 function sanitize(bodyText, { home, work }) {
@@ -124,14 +59,14 @@ after(() => {
 });
 
 test('Claude Code completes a headless turn against hearth', { timeout: CLAUDE_TIMEOUT_MS + 30_000 }, async () => {
-  const why = whyNoClaude();
+  const why = whyCannotRun(claudeBin);
   assert.equal(why, null, `Claude Code cannot run: ${why}`);
   const home = path.join(sandbox, 'home');
   const work = path.join(sandbox, 'work');
   const env = {
     PATH: process.env.PATH,
     HOME: home,
-    ANTHROPIC_BASE_URL: `http://127.0.0.1:${proxy.address().port}`,
+    ANTHROPIC_BASE_URL: proxyUrl(proxy),
     ANTHROPIC_API_KEY: API_KEY,
     // Nothing but the server: no update checks, telemetry, error reports or other calls.
     DISABLE_AUTOUPDATER: '1',
@@ -147,15 +82,12 @@ test('Claude Code completes a headless turn against hearth', { timeout: CLAUDE_T
   const runs = [];
   for (const prompt of ['say hi', 'say hello', 'greet me']) {
     const args = ['-p', prompt, '--max-turns', '1', '--model', MODEL, '--output-format', 'json'];
-    r = await runClaude(args, { cwd: work, env });
+    r = await runAgent(claudeBin, args, { cwd: work, env, timeoutMs: CLAUDE_TIMEOUT_MS });
     runs.push(`prompt ${JSON.stringify(prompt)}: exit ${r.code} ${r.signal ?? ''}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n`);
     if (r.code === 0 && JSON.parse(r.stdout).is_error === false) break;
   }
 
-  const outDir = path.join(OUT_DIR, 'claude-code');
-  fs.mkdirSync(outDir, { recursive: true });
-  fs.writeFileSync(path.join(outDir, 'run.txt'), runs.join('\n'));
-  captured.forEach((c, i) => fs.writeFileSync(path.join(outDir, `request-${i}.json`), JSON.stringify(c, null, 1)));
+  saveCaptured('claude-code', captured, runs);
 
   assert.equal(r.code, 0, `claude exited ${r.code} ${r.signal ?? ''}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
   const result = JSON.parse(r.stdout);

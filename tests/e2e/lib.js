@@ -1,6 +1,12 @@
 // Shared set-up for the end-to-end tests: the server run.sh started, SDK clients pointed
-// at it, raw HTTP helpers, and the two APIs' error shapes.
+// at it, raw HTTP helpers, the two APIs' error shapes, and what the agent tests share (a
+// logging proxy, a sandbox, running an agent).
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 
@@ -119,4 +125,203 @@ export function longText(n) {
   const words = [];
   for (let i = 0; i < n; i++) words.push(`w${i % 1000}`);
   return words.join(' ');
+}
+
+// Random weights never end a turn on their own, and the agents take a reply cut off at its
+// token limit as an error. A logging proxy adds these stop sequences to each generation
+// request on its way to hearth, so the reply ends within a few tokens as a finished turn.
+export const STOP_SEQUENCES = [' ', '\n', 'e', 'a', 'o', 'i', 'n', 't', 's', '.'];
+
+// The request body to send on: with STOP_SEQUENCES added on the generation routes, else as
+// the client sent it.
+function withStops(pathname, text) {
+  const field = { '/v1/messages': 'stop_sequences', '/v1/chat/completions': 'stop', '/v1/completions': 'stop' }[pathname];
+  if (!field || !text) return text;
+  const body = JSON.parse(text);
+  const own = body[field] == null ? [] : Array.isArray(body[field]) ? body[field] : [body[field]];
+  body[field] = [...own, ...STOP_SEQUENCES];
+  return JSON.stringify(body);
+}
+
+// The usage object of a reply: a JSON body's, or a stream's last one (OpenAI sends it in
+// the final chunk, Anthropic in message_delta). null when the reply carried none.
+export function replyUsage(text) {
+  try {
+    return JSON.parse(text).usage ?? null;
+  } catch {
+    // an SSE stream
+  }
+  let usage = null;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('data:')) continue;
+    const data = line.slice(5).trim();
+    if (data === '[DONE]') continue;
+    try {
+      const event = JSON.parse(data);
+      const u = event.usage ?? event.message?.usage;
+      if (u) usage = { ...usage, ...u };
+    } catch {
+      // not JSON: not usage
+    }
+  }
+  return usage;
+}
+
+// A proxy in front of hearth that records every request ({ method, url, headers, body,
+// status, reply }: body as the client sent it, reply as hearth sent it back) into
+// `captured` and adds STOP_SEQUENCES to generation requests. Resolves to the listening
+// http.Server; its URL is proxyUrl(server).
+export function startProxy(captured) {
+  const target = new URL(BASE_URL);
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const original = Buffer.concat(chunks).toString('utf8');
+      const record = { method: req.method, url: req.url, headers: req.headers, body: original, status: 0, reply: '' };
+      captured.push(record);
+      const forward = req.method === 'POST' ? withStops(new URL(req.url, BASE_URL).pathname, original) : original;
+      const headers = { ...req.headers, host: target.host, 'content-length': Buffer.byteLength(forward) };
+      const upstream = http.request(
+        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers },
+        (up) => {
+          record.status = up.statusCode;
+          res.writeHead(up.statusCode, up.headers);
+          const reply = [];
+          up.on('data', (c) => {
+            reply.push(c);
+            res.write(c);
+          });
+          up.on('end', () => {
+            record.reply = Buffer.concat(reply).toString('utf8');
+            res.end();
+          });
+        },
+      );
+      upstream.on('error', (err) => {
+        record.status = 502;
+        res.writeHead(502, { 'content-type': 'text/plain' });
+        res.end(String(err));
+      });
+      upstream.end(forward);
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+export function proxyUrl(server) {
+  return `http://127.0.0.1:${server.address().port}`;
+}
+
+// Runs an agent's command line; resolves to { code, signal, stdout, stderr } (killed
+// after timeoutMs: a guard, never part of what a test asserts).
+export function runAgent(bin, args, { cwd, env, timeoutMs }) {
+  return new Promise((resolve) => {
+    const child = spawn(bin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+// Why `bin --version` does not run, or null when it does. That an agent cannot run is a
+// failure, never a skip: node's runner counts a skipped test as passed.
+export function whyCannotRun(bin, env = { PATH: process.env.PATH }) {
+  if (!fs.existsSync(bin)) return `${bin} is missing (npm ci did not install it)`;
+  const r = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 30_000, env });
+  if (r.error) return `${bin} --version failed: ${r.error.message}`;
+  if (r.status !== 0) return `${bin} --version exited ${r.status}: ${r.stderr}`;
+  return null;
+}
+
+// A sandbox for an agent: home/ (HOME and the XDG dirs point under it, so no user config
+// is read) and work/ (its project directory). Returns { root, home, work, xdg }.
+export function makeSandbox(prefix) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const home = path.join(root, 'home');
+  const work = path.join(root, 'work');
+  fs.mkdirSync(home);
+  fs.mkdirSync(work);
+  const xdg = {
+    HOME: home,
+    XDG_CONFIG_HOME: path.join(home, '.config'),
+    XDG_DATA_HOME: path.join(home, '.local', 'share'),
+    XDG_CACHE_HOME: path.join(home, '.cache'),
+    XDG_STATE_HOME: path.join(home, '.local', 'state'),
+  };
+  return { root, home, work, xdg };
+}
+
+// Writes each captured request (and its reply) to OUT_DIR/NAME/request-I.json and the runs'
+// transcripts to run.txt.
+export function saveCaptured(name, captured, runs) {
+  const dir = path.join(OUT_DIR, name);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'run.txt'), runs.join('\n'));
+  captured.forEach((c, i) => fs.writeFileSync(path.join(dir, `request-${i}.json`), JSON.stringify(c, null, 1)));
+  return dir;
+}
+
+// The text of a chat message (a string or text parts).
+function messageText(m) {
+  if (typeof m.content === 'string') return m.content;
+  return (m.content ?? []).map((p) => p.text ?? '').join('');
+}
+
+// The captured chat completion that carries an agent's turn: the first that sends tools
+// (side requests, such as a title for the session, send none) and whose last user message
+// holds `prompt`.
+export function turnRequest(captured, prompt) {
+  return captured.find((c) => {
+    if (c.method !== 'POST' || !c.url.startsWith('/v1/chat/completions')) return false;
+    const body = JSON.parse(c.body);
+    const users = body.messages.filter((m) => m.role === 'user');
+    return body.tools?.length > 0 && users.length > 0 && messageText(users[users.length - 1]).includes(prompt);
+  });
+}
+
+// Asserts two turns of one agent session on /v1/chat/completions: every request reached
+// hearth and succeeded with the key; the first turn's request carries the agent's own
+// system prompt and tools; the second continues the first and was served from the cache:
+// it reused at least `minReused` of the first turn's prompt, and prefilled at most the
+// rest of its own. Returns per turn { prompt_tokens, reused_tokens, prefilled_tokens }.
+export function assertTwoTurnSession(captured, { firstPrompt, secondPrompt, minReused }) {
+  for (const c of captured) assert.equal(c.status, 200, `${c.method} ${c.url} -> ${c.status}: ${c.reply.slice(0, 500)}`);
+  for (const c of captured) assert.equal(c.headers.authorization, `Bearer ${API_KEY}`, `${c.method} ${c.url}`);
+  const first = turnRequest(captured, firstPrompt);
+  const second = turnRequest(captured, secondPrompt);
+  assert.ok(first, `no chat completion carries the first turn (${JSON.stringify(firstPrompt)})`);
+  assert.ok(second, `no chat completion carries the second turn (${JSON.stringify(secondPrompt)})`);
+
+  const body = JSON.parse(first.body);
+  assert.equal(body.stream, true);
+  assert.equal(body.messages[0].role, 'system');
+  assert.ok(messageText(body.messages[0]).length > 1000, 'the agent sends its system prompt');
+  for (const t of body.tools) {
+    assert.equal(t.type, 'function');
+    assert.equal(typeof t.function.name, 'string');
+    const params = t.function.parameters;
+    assert.ok(params === undefined || (typeof params === 'object' && params !== null), `${t.function.name}: parameters ${JSON.stringify(params)}`);
+  }
+  // (The first reply is resent too unless it came out empty: the agents drop an empty turn.)
+  const earlier = JSON.parse(second.body).messages.slice(0, -1);
+  assert.ok(earlier.some((m) => m.role === 'user' && messageText(m).includes(firstPrompt)), 'the second turn resends the first');
+
+  const turns = [first, second].map((c) => {
+    const u = replyUsage(c.reply);
+    assert.ok(u?.hearth_cache, `no usage with hearth_cache in the reply: ${c.reply.slice(-500)}`);
+    assert.equal(u.prompt_tokens_details.cached_tokens, u.hearth_cache.reused_tokens);
+    assert.equal(u.hearth_cache.reused_tokens + u.hearth_cache.prefilled_tokens, u.prompt_tokens);
+    return { prompt_tokens: u.prompt_tokens, reused_tokens: u.hearth_cache.reused_tokens, prefilled_tokens: u.hearth_cache.prefilled_tokens };
+  });
+  const [t1, t2] = turns;
+  assert.ok(t2.reused_tokens >= minReused * t1.prompt_tokens, `second turn reused ${t2.reused_tokens} of the first turn's ${t1.prompt_tokens} prompt tokens`);
+  assert.ok(t2.prefilled_tokens <= (1 - minReused) * t2.prompt_tokens, `second turn prefilled ${t2.prefilled_tokens} of ${t2.prompt_tokens}`);
+  return turns;
 }
