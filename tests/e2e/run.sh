@@ -1,23 +1,43 @@
 #!/usr/bin/env bash
-# End-to-end tests: the official OpenAI and Anthropic SDKs and Claude Code against a real
-# `hearth serve` running the tiny random-weight qwen35 model.
+# End-to-end tests: the official OpenAI and Anthropic SDKs and the coding agents (Claude
+# Code, opencode, Qwen Code, Codex CLI) against a real `hearth serve` running the tiny
+# random-weight qwen35 model.
 #
-# Usage: tests/e2e/run.sh BUILD_DIR
+# Usage: tests/e2e/run.sh BUILD_DIR [--install | NAME FILE.test.js...]
+#   no NAME:   every *.test.js against one server, logs in BUILD_DIR/e2e/all/
+#   NAME FILE: those test files against a server of their own, logs in BUILD_DIR/e2e/NAME/
+#              (ctest runs the SDKs and each agent so, side by side)
+#   --install: only install the npm packages (ctest's e2e_packages, which the others need,
+#              so that two runs never install at once)
 #
 # Runs on Node.js 22 or later (what the pinned packages need): the one
 # scripts/install-deps.sh installed into the build cache, else the one on PATH; fails,
 # saying so, when there is none (a missing client must fail, never skip). Installs the
 # pinned npm packages (from npm's own cache when it can) when node_modules is
 # missing or was installed from another package-lock.json or Node.js, starts the server
-# on a free port, runs every *.test.js with node's test runner, and stops the server.
-# Logs and captured requests go to BUILD_DIR/e2e/.
+# on a free port, runs the test files with node's test runner, and stops the server.
+# Captured requests go to the logs folder too.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
+build=$(cd "${1:?usage: run.sh BUILD_DIR [--install | NAME FILE.test.js...]}" && pwd)
+shift
+install_only=0 name=all files=()
+if [[ ${1:-} == --install ]]; then
+  install_only=1
+elif [[ $# -gt 0 ]]; then
+  name=$1
+  shift
+  [[ $# -gt 0 ]] || { echo "e2e: NAME needs test files after it" >&2; exit 2; }
+  for f in "$@"; do
+    [[ -f $here/$f ]] || { echo "e2e: no test file $here/$f" >&2; exit 2; }
+    files+=("$here/$f")
+  done
+fi
+[[ ${#files[@]} -gt 0 ]] || files=("$here"/*.test.js)
 hearth=$build/src/hearth
 model=$build/testdata/tiny-qwen35.gguf
-out=$build/e2e
+out=$build/e2e/$name
 api_key="hearth-e2e-key"
 
 # shellcheck source=../../scripts/lib/node.sh
@@ -47,6 +67,7 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$lock_sum" ]]; then
   (cd "$here" && npm install --no-save --no-audit --no-fund --prefer-offline --loglevel=error)
   echo "$lock_sum" >"$stamp"
 fi
+[[ $install_only == 1 ]] && exit 0
 
 rm -rf "$out"
 mkdir -p "$out"
@@ -87,7 +108,7 @@ export HEARTH_E2E_OUT=$out
 export HEARTH_BIN=$hearth
 export HEARTH_MODEL=$model
 status=0
-(cd "$here" && node --test --test-concurrency=1 --test-reporter=spec "$here"/*.test.js) || status=$?
+(cd "$here" && node --test --test-concurrency=1 --test-reporter=spec "${files[@]}") || status=$?
 if [[ $status -ne 0 ]]; then
   echo "e2e: FAILED; last lines of the server log:" >&2
   tail -n 40 "$out/hearth.log" >&2
