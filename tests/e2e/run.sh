@@ -108,7 +108,7 @@ export HEARTH_E2E_OUT=$out
 export HEARTH_BIN=$hearth
 export HEARTH_MODEL=$model
 status=0
-(cd "$here" && node --test --test-concurrency=1 --test-reporter=spec "${files[@]}") || status=$?
+(cd "$here" && node --test --test-concurrency=1 --test-reporter=spec ${files[@]+"${files[@]}"}) || status=$?
 if [[ $status -ne 0 ]]; then
   echo "e2e: FAILED; last lines of the server log:" >&2
   tail -n 40 "$out/hearth.log" >&2
