@@ -244,7 +244,7 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ContextTest,
-                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4"),
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid"),
                          [](const auto& p) { return std::string(p.param); });
 
 // The tiny Gemma 4: three sliding-window layers (window 32) and one global layer.

@@ -38,6 +38,18 @@ TEST(MemoryTest, MeasuresQwen3NextLikeTheOtherDeltaNetHybrid) {
   EXPECT_EQ(m->recurrent_bytes_per_seq, 3u * (4 * 32 * 32 * 4 + 3 * 256 * 4));
 }
 
+// Granite 4.0-H: the Mamba-2 layers' state is a d_state x d_inner matrix and the conv
+// window of x, B and C, whatever the context's size.
+TEST(MemoryTest, MeasuresTheMamba2HybridsStatePerSequence) {
+  auto m = MeasureContextMemory(testing::TestModelPath("granitehybrid"), {}, Options(4));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  // One attention layer in four, 1 KV head of 64, K and V in f16.
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_cell, 1 * 1 * 64 * 2 * 2);
+  // Three Mamba-2 layers: state 16 x d_inner 256, f32, plus 3 conv columns of
+  // d_inner + 2 * 16 channels, f32.
+  EXPECT_EQ(m->recurrent_bytes_per_seq, 3u * (16 * 256 * 4 + 3 * (256 + 2 * 16) * 4));
+}
+
 // Only the global layer's KV grows with the cells: the sliding layers' cache holds a
 // window per sequence whatever the context's size.
 TEST(MemoryTest, SlidingWindowLayersAddNoKvPerCell) {

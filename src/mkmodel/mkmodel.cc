@@ -16,6 +16,7 @@
 #include "gguf.h"
 #include "mkmodel/model_spec.h"
 #include "mkmodel/tensor_writer.h"
+#include "mkmodel/vocab_edit.h"
 
 namespace hearth::mkmodel {
 namespace {
@@ -101,6 +102,9 @@ GgufPtr BuildMetadata(const ModelSpec& spec, const Options& options, const gguf_
     gguf_set_arr_data(m, (spec.arch + "." + key).c_str(), GGUF_TYPE_INT32, values.data(),
                       values.size());
   }
+  for (const auto& [key, value] : spec.bool_keys) {
+    gguf_set_val_bool(m, (spec.arch + "." + key).c_str(), value);
+  }
   for (const auto& [key, values] : spec.bool_array_keys) {
     // GGUF stores a bool as one byte.
     std::vector<int8_t> bytes(values.begin(), values.end());
@@ -179,6 +183,7 @@ std::string_view ArchName(Arch arch) {
     case Arch::kQwen3: return "qwen3";
     case Arch::kQwen3Next: return "qwen3next";
     case Arch::kGemma4: return "gemma4";
+    case Arch::kGraniteHybrid: return "granitehybrid";
   }
   return "unknown";
 }
@@ -194,6 +199,7 @@ FamilyFiles DefaultFiles(Arch arch) {
     // template is Qwen3's (think blocks, <tool_call> JSON), which the 0.6B file ships.
     case Arch::kQwen3Next: return {"ggml-vocab-qwen2.gguf", "templates/Qwen-Qwen3-0.6B.jinja"};
     case Arch::kGemma4: return {"ggml-vocab-gemma-4.gguf", "templates/google-gemma-4-31B-it.jinja"};
+    case Arch::kGraniteHybrid: return {"ggml-vocab-llama-bpe.gguf", "templates/ibm-granite-granite-4.0.jinja"};
   }
   return {"", ""};
 }
@@ -212,6 +218,10 @@ StatusOr<WriteSummary> WriteModelWithSummary(const Options& options) {
   if (options.out_path.empty()) return InvalidArgument("no output path given");
   StatusOr<GgufPtr> tokenizer = LoadTokenizerKeys(options.vocab_path);
   if (!tokenizer.ok()) return tokenizer.status();
+  if (const std::optional<VocabEdit> edit = DescribeVocabEdit(options.arch)) {
+    Status s = ApplyVocabEdit(*edit, tokenizer->get());
+    if (!s.ok()) return InvalidArgument("vocab file '" + options.vocab_path + "': " + s.message());
+  }
   StatusOr<std::string> chat_template = ReadTemplate(options.template_path);
   if (!chat_template.ok()) return chat_template.status();
 

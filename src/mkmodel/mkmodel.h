@@ -39,11 +39,13 @@ namespace hearth::mkmodel {
 // qwen3next: Qwen3-Next, the other Gated DeltaNet hybrid: the same 3:1 layer pattern as
 //            qwen35 with MoE FFNs, plain NeoX RoPE and the Qwen2/Qwen3 tokenizer.
 // gemma4: Gemma 4, dense: sliding-window attention layers interleaved with global ones.
-enum class Arch { kQwen35, kQwen35Moe, kQwen3, kQwen3Next, kGemma4 };
+// granitehybrid: Granite 4.0-H, dense: Mamba-2 layers with an attention layer (no RoPE)
+//                among them, Granite's muP multipliers.
+enum class Arch { kQwen35, kQwen35Moe, kQwen3, kQwen3Next, kGemma4, kGraniteHybrid };
 
 // Every Arch, in the order ParseArch lists them.
 inline constexpr Arch kAllArchs[] = {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3, Arch::kQwen3Next,
-                                     Arch::kGemma4};
+                                     Arch::kGemma4, Arch::kGraniteHybrid};
 
 // tiny: 4 layers, width 128, ~40-50 MB; for tests (loads in ~0.3 s, most of it the
 //       tokenizer; decodes ~600 tokens/s on one core).
@@ -62,7 +64,9 @@ std::string_view PresetName(Preset preset);
 
 // The tokenizer and chat template a family's real checkpoints carry, as files of
 // llama.cpp's source models/ directory ("ggml-vocab-qwen35.gguf",
-// "templates/Qwen3.5-4B.jinja").
+// "templates/Qwen3.5-4B.jinja"). Where no shipped vocab is the family's own, `vocab` is
+// one of the same pre-tokenizer family, and WriteModel adds the special tokens the
+// template emits (granitehybrid: llama 3's BPE with Granite's role markers).
 struct FamilyFiles {
   std::string_view vocab;
   std::string_view chat_template;

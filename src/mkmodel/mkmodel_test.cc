@@ -160,6 +160,34 @@ TEST(MkmodelTest, Gemma4InterleavesSlidingAndGlobalLayers) {
             (std::vector<bool>{true, true, true, false}));
 }
 
+// llama.cpp tells Granite's Mamba-2 layers from its attention layers by a zero KV head
+// count; its attention layers take no RoPE.
+TEST(MkmodelTest, GraniteHybridMarksMamba2LayersByZeroKvHeads) {
+  const ModelSpec spec = DescribeModel(Arch::kGraniteHybrid, Preset::kTiny, 1000);
+  ASSERT_EQ(spec.i32_array_keys.size(), 1u);
+  EXPECT_EQ(spec.i32_array_keys[0].first, "attention.head_count_kv");
+  EXPECT_EQ(spec.i32_array_keys[0].second, (std::vector<int32_t>{0, 0, 0, 1}));
+  ASSERT_EQ(spec.bool_keys.size(), 1u);
+  EXPECT_EQ(spec.bool_keys[0], (std::pair<std::string, bool>{"rope.scaling.finetuned", false}));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const TensorSpec& t : spec.tensors) {
+    EXPECT_TRUE(shapes.emplace(t.name, t.ne).second) << "duplicate " << t.name;
+  }
+  // z and x (d_inner 256 each), B and C (one group of state 16 each), dt (8 heads).
+  EXPECT_EQ(shapes["blk.0.ssm_in.weight"], (std::vector<int64_t>{128, 2 * 256 + 2 * 16 + 8}));
+  EXPECT_EQ(shapes["blk.0.ssm_conv1d.weight"], (std::vector<int64_t>{4, 256 + 2 * 16}));
+  EXPECT_EQ(shapes["blk.0.ssm_a"], (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(shapes["blk.2.ssm_norm.weight"], (std::vector<int64_t>{256, 1}));
+  EXPECT_TRUE(shapes.count("blk.3.attn_q.weight"));
+  EXPECT_FALSE(shapes.count("blk.3.ssm_in.weight"));
+  EXPECT_FALSE(shapes.count("blk.0.attn_q.weight"));
+
+  // The small preset: Granite-4.0-H-350M's trunk with the 128k vocab mkmodel gives it.
+  const uint64_t n = DescribeModel(Arch::kGraniteHybrid, Preset::kSmall, 128256).NumParameters();
+  EXPECT_GT(n, 300'000'000u);
+  EXPECT_LT(n, 450'000'000u);
+}
+
 TEST(MkmodelTest, DrawsAreSeededFiniteAndInRange) {
   const TensorSpec m = Matrix("blk.0.ffn_up.weight", 64, 32);
   const TensorSpec decay{"blk.0.ssm_a", {4096}, DType::kF32, Fill::NegLogUniform(0.01f, 2.0f)};

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,9 +56,26 @@ struct ModelSpec {
   std::vector<std::pair<std::string, float>> f32_keys;
   std::vector<std::pair<std::string, std::vector<int32_t>>> i32_array_keys;
   std::vector<std::pair<std::string, std::vector<bool>>> bool_array_keys;
+  std::vector<std::pair<std::string, bool>> bool_keys;
   std::vector<TensorSpec> tensors;
 
   uint64_t NumParameters() const;
+};
+
+// The change a family's tokenizer needs when no vocab llama.cpp ships carries the special
+// tokens its chat template emits: a shipped vocab of the same pre-tokenizer family, with
+// those tokens written over its control tokens (vocab_edit.h applies it).
+struct SpecialToken {
+  std::string text;
+  // Control tokens are markers, left out of detokenized text unless asked for;
+  // user-defined ones (Qwen's <tool_call>) are single tokens that read as their text.
+  bool control = true;
+};
+struct VocabEdit {
+  std::string pre;                    // tokenizer.ggml.pre to write; empty: keep the vocab's
+  std::vector<SpecialToken> tokens;   // take the ids of the vocab's control tokens, in order
+  std::string bos_eos;                // the text of the token that is both BOS and EOS
+  bool add_bos = false;               // tokenizer.ggml.add_bos_token
 };
 
 // REQUIRES: n_vocab > 0 (the size of the tokenizer the file will carry).
@@ -68,6 +86,10 @@ ModelSpec DescribeQwen35(bool moe, Preset preset, int64_t n_vocab);
 ModelSpec DescribeQwen3(Preset preset, int64_t n_vocab);
 ModelSpec DescribeQwen3Next(Preset preset, int64_t n_vocab);
 ModelSpec DescribeGemma4(Preset preset, int64_t n_vocab);
+ModelSpec DescribeGraniteHybrid(Preset preset, int64_t n_vocab);
+// nullopt: the vocab DefaultFiles names is the family's own, copied as it is.
+std::optional<VocabEdit> DescribeVocabEdit(Arch arch);
+VocabEdit DescribeGraniteVocab();
 
 // Helpers shared by the spec_*.cc files.
 // A weight matrix mapping n_in to n_out (or a stack of n_expert of them), F16, with the

@@ -121,10 +121,14 @@ std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine:
   // Each position splits the prefill in two decodes (a state exists only at a decode's
   // end), and each decode reads all the weights once: dropping it saves one. Not after
   // tool results in a template whose history continues the calling turn there: the next
-  // request drops the whole generation prompt, and resumes from that end.
+  // request drops the whole generation prompt, and resumes from that end. Nor where the
+  // generation start is the prompt's end (history repeats the whole generation prompt:
+  // Granite 4.0, Qwen3 thinking): the same prompt sent again (a retry, a regenerated
+  // reply) must resume before its last token, and would otherwise recompute the whole
+  // last message.
   const int32_t generation_start = GenerationStart(prompt, generation_prompt);
   constexpr int32_t kHeaderTokens = 4;
-  const bool keep_last_end = after_tool_results && tool_reply_continues_turn_;
+  const bool keep_last_end = (after_tool_results && tool_reply_continues_turn_) || generation_start == n;
   std::erase_if(out, [&](int32_t p) {
     return !keep_last_end && p < generation_start && generation_start - p <= kHeaderTokens;
   });

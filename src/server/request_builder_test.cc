@@ -249,6 +249,31 @@ TEST(RequestBuilderFamiliesTest, AStateAtTheToolResultsEndWhereHistoryContinuesT
   EXPECT_TRUE(qwen_before_last.ends_with("<|im_start|>assistant\n")) << qwen_before_last;
 }
 
+// Granite 4.0's history opens an assistant turn exactly as its generation prompt does,
+// so the generation start is the prompt's end: the same prompt sent again (a retry, a
+// regenerated reply) resumes from the last message's end, kept for it, and prefills
+// only the generation prompt.
+TEST(RequestBuilderFamiliesTest, TheLastMessagesEndIsKeptWhereTheGenerationStartIsThePromptsEnd) {
+  const engine::Model* model = testing::LoadTestModel("granitehybrid");
+  const engine::ChatTemplate* tmpl = testing::LoadTestTemplate("granitehybrid");
+  ASSERT_TRUE(model != nullptr && tmpl != nullptr);
+  RequestBuilder builder(*model, *tmpl, 4096, "test");
+  api::GenerationRequest r;
+  r.messages.push_back({.role = "user", .content = "Hello."});
+  r.messages.push_back({.role = "assistant", .content = "Hi."});
+  r.messages.push_back({.role = "user", .content = "What is a radix tree?"});
+  auto built = builder.Build(r);
+  ASSERT_TRUE(std::holds_alternative<BuildResult>(built));
+  const auto& task = std::get<BuildResult>(built).task;
+  const auto n = static_cast<int32_t>(task.prompt.size());
+  EXPECT_EQ(task.generation_start, n);
+  ASSERT_GE(task.snapshot_positions.size(), 2u);
+  EXPECT_EQ(task.snapshot_positions.back(), n);
+  const int32_t last_end = task.snapshot_positions[task.snapshot_positions.size() - 2];
+  const std::string before = model->Detokenize(std::span(task.prompt).subspan(0, static_cast<size_t>(last_end)), true);
+  EXPECT_TRUE(before.ends_with("What is a radix tree?<|end_of_text|>\n")) << before;
+}
+
 // States are kept at the end of every message but the last (the generation start, a few
 // tokens later, serves what follows it), at the generation start and at the prompt's end.
 TEST_F(RequestBuilderTest, SnapshotPositionsAreMessageEndsAndTheGenerationStart) {

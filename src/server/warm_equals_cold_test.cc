@@ -1,8 +1,8 @@
 // Warm equals cold: a prompt resumed from the prefix cache, from each tier, gives the
 // same logits as a full recompute of the same tokens, on every family's test model:
 // Gated DeltaNet hybrids (qwen35, qwen35moe, qwen3next), sliding-window attention
-// interleaved with global layers (gemma4, window 32: shorter than the prompts) and
-// attention only (qwen3).
+// interleaved with global layers (gemma4, window 32: shorter than the prompts), a Mamba-2
+// hybrid (granitehybrid) and attention only (qwen3).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -219,7 +219,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,
-                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4"),
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid"),
                          [](const auto& p) { return std::string(p.param); });
 
 }  // namespace
