@@ -35,7 +35,8 @@
 //     and a local model cannot run them. tool_choice "auto" | "none" | "required" |
 //     {"type":"function","name"}.
 //   - max_output_tokens is max_tokens; reasoning.effort "none" sets enable_thinking =
-//     false, another effort true.
+//     false, another effort true. `stop` (a string or strings, as in chat) is not
+//     OpenAI's: llama-server's /v1/responses takes it, and so does this one.
 //   - Refused with 400: media parts (input_image, input_file, input_audio), item types
 //     other than the four above (item_reference, hosted tool calls), background: true,
 //     conversation, text.format other than "text", top_logprobs > 0.
