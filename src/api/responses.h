@@ -35,7 +35,8 @@
 //     and a local model cannot run them. tool_choice "auto" | "none" | "required" |
 //     {"type":"function","name"}.
 //   - max_output_tokens is max_tokens; reasoning.effort "none" sets enable_thinking =
-//     false, another effort true.
+//     false, another effort true. `stop` (a string or strings, as in chat) is not
+//     OpenAI's: llama-server's /v1/responses takes it, and so does this one.
 //   - Refused with 400: media parts (input_image, input_file, input_audio), item types
 //     other than the four above (item_reference, hosted tool calls), background: true,
 //     conversation, text.format other than "text", top_logprobs > 0.
@@ -106,6 +107,12 @@ ResponseInfo InfoFor(const ResponsesRequest& request, std::string id, std::strin
 // "msg_", "fc_").
 std::string ResponseJson(const ResponseInfo& info, const Completion& completion);
 
+// GET or DELETE /v1/responses/{id} for an id this server does not hold: 404, in OpenAI's
+// words ("Response with id '...' not found.").
+ApiError ResponseNotFound(const std::string& id);
+// DELETE /v1/responses/{id}'s answer: {"id", "object": "response", "deleted": true}.
+std::string DeletedJson(const std::string& id);
+
 // Turns a stream of Deltas into the Responses API's server-sent events, each
 // "event: <type>\ndata: <json>\n\n" with sequence_number counting from 0.
 //
@@ -126,6 +133,9 @@ class StreamEncoder {
   std::string Push(const Delta& delta);
   // Only completion.finish_reason and usage are read: the output went out through Push.
   std::string Finish(const Completion& completion);
+  // After Finish: the response object its last event carried (what ResponseJson is to a
+  // whole reply, with the item ids as streamed). Empty before.
+  const std::string& response_json() const { return response_json_; }
   // An `error` event, then response.failed.
   std::string Error(const ApiError& error);
 
@@ -147,6 +157,7 @@ class StreamEncoder {
   int64_t sequence_ = 0;
   std::vector<Item> items_;  // every item opened so far; the last one is open if open_
   bool open_ = false;
+  std::string response_json_;
 };
 
 }  // namespace hearth::api::responses

@@ -281,6 +281,8 @@ MaybeError ReadOptions(const Json& body, ResponsesRequest* r) {
   std::optional<int64_t> max_tokens, top_logprobs;
   if (auto e = ReadInt(body, "max_output_tokens", 1, kInt64Max, &max_tokens)) return e;
   if (max_tokens) req.max_tokens = SaturateToInt(*max_tokens);
+  // Not OpenAI's: llama-server's /v1/responses takes chat's `stop` too.
+  if (auto e = ReadStopStrings(body, "stop", &req.stop)) return e;
   if (auto e = ReadInt(body, "top_logprobs", 0, 20, &top_logprobs)) return e;
   if (top_logprobs.value_or(0) > 0) return FieldError("top_logprobs", "is not supported");
   if (auto e = ReadFloat(body, "temperature", {0, 2}, &req.sampling.temperature)) return e;

@@ -112,6 +112,13 @@ TEST(ResponsesRequestTest, StringInputIsOneUserMessage) {
   EXPECT_FALSE(r.previous_response_id);
 }
 
+// llama-server's extension: `stop` as in chat, a string or strings.
+TEST(ResponsesRequestTest, StopStringsAsLlamaServerTakesThem) {
+  EXPECT_EQ(ParseOk(R"({"input": "x", "stop": ["\n", "e"]})").generation.stop, (std::vector<std::string>{"\n", "e"}));
+  EXPECT_EQ(ParseOk(R"({"input": "x", "stop": "END"})").generation.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(ParseOk(R"({"input": "x"})").generation.stop.empty());
+}
+
 // previous_response_id: the stored conversation goes between the instructions and the
 // new input, and a tool output in the new input finds its call there.
 TEST(ResponsesRequestTest, HistoryComesBetweenInstructionsAndInput) {
@@ -163,6 +170,7 @@ TEST(ResponsesRequestTest, BadInputNamesTheField) {
       {R"({"input": "x", "previous_response_id": 7})", "previous_response_id"},
       {R"({"input": "x", "background": true})", "background"},
       {R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "text.format.type"},
+      {R"({"input": "x", "stop": [1]})", "stop[0]"},
   };
   for (const Case& c : cases) {
     const ApiError e = ParseError(c.body);

@@ -125,6 +125,14 @@ std::string ResponseJson(const ResponseInfo& info, const Completion& c) {
   return DumpJson(ResponseObject(info, StatusFor(c.finish_reason), std::move(output), &c.usage));
 }
 
+ApiError ResponseNotFound(const std::string& id) {
+  return {404, "invalid_request_error", "Response with id '" + id + "' not found.", ""};
+}
+
+std::string DeletedJson(const std::string& id) {
+  return DumpJson(Json{{"id", id}, {"object", "response"}, {"deleted", true}});
+}
+
 // ---- StreamEncoder ------------------------------------------------------------------
 
 std::string StreamEncoder::Start(const ResponseInfo& info) {
@@ -260,7 +268,9 @@ std::string StreamEncoder::Finish(const Completion& completion) {
   }
   const char* status = StatusFor(completion.finish_reason);
   const char* type = std::string(status) == "incomplete" ? "response.incomplete" : "response.completed";
-  out += EventText(type, {{"response", ResponseObject(info_, status, std::move(output), &completion.usage)}}, sequence_++);
+  Json response = ResponseObject(info_, status, std::move(output), &completion.usage);
+  response_json_ = DumpJson(response);
+  out += EventText(type, {{"response", std::move(response)}}, sequence_++);
   return out;
 }
 

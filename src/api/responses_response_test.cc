@@ -134,6 +134,15 @@ TEST(ResponsesResponseTest, StreamOpensAndClosesItemsAsOutputChanges) {
   EXPECT_EQ(done["output"][1]["id"], ev[8]["item"]["id"]) << "an item keeps its id from added to completed";
   EXPECT_EQ(done["output"][2]["arguments"], "{\"a\":1}");
   EXPECT_EQ(done["usage"]["input_tokens_details"]["cached_tokens"], 80);
+  EXPECT_EQ(json::parse(enc.response_json()), done) << "what GET /v1/responses/{id} answers later";
+}
+
+TEST(ResponsesResponseTest, NotFoundAndDeletedInOpenAIsShapes) {
+  const ApiError e = ResponseNotFound("resp_x");
+  EXPECT_EQ(e.http_status, 404);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_EQ(e.message, "Response with id 'resp_x' not found.");
+  EXPECT_EQ(json::parse(DeletedJson("resp_x")), (json{{"id", "resp_x"}, {"object", "response"}, {"deleted", true}}));
 }
 
 TEST(ResponsesResponseTest, StreamErrorSendsErrorThenFailed) {

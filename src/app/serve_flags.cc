@@ -159,6 +159,11 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
                  "file of API keys, one per line ('#' comments); must not be readable by group or others")
       ->group(kServer);
   cmd.add_flag("--cors", f.http.cors, "allow cross-origin browser requests")->group(kServer);
+  cmd.add_option("-n,--n-predict,--predict", f.n_predict,
+                 "most tokens generated for a request that sets no max_tokens of its own (-1: unlimited, until a "
+                 "stop or the context is full)")
+      ->capture_default_str()
+      ->group(kServer);
   cmd.add_option("-a,--alias", f.http.model_alias, "model id reported to clients (default: file name)")
       ->group(kServer);
   cmd.add_option("-P,--parallel", f.engine.n_parallel, "-np: requests decoded together")
@@ -276,6 +281,11 @@ Status FinishServeFlags(ServeFlags& f) {
     if (!kwargs.is_object()) return InvalidArgument("--chat-template-kwargs must be a JSON object");
     for (const auto& [key, value] : kwargs.items()) f.http.chat_defaults.template_kwargs[key] = value.dump();
   }
+  if (f.n_predict == 0 || f.n_predict < -1) {
+    return InvalidArgument("-n/--n-predict takes a number of tokens, or -1 for unlimited; got " +
+                           std::to_string(f.n_predict));
+  }
+  if (f.n_predict > 0) f.http.chat_defaults.max_tokens = f.n_predict;
   if (f.ctx_size && *f.ctx_size < 0) return InvalidArgument("-c/--ctx-size must not be negative");
   return Status::Ok();
 }

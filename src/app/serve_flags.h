@@ -33,6 +33,7 @@ struct ServeFlags {
   std::vector<std::string> api_keys;  // --api-key
   std::string api_key_file;
   server::EngineConfig engine;
+  int n_predict = -1;           // -n: -1 unlimited (see ChatDefaults::max_tokens)
   std::optional<int> ctx_size;  // -c; unset: sized from the model and memory; 0: the model's own
   std::vector<std::string> stabilize;
   bool stabilize_drop = false;

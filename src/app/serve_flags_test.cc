@@ -69,6 +69,18 @@ TEST(ServeFlagsTest, DefaultsAreLlamaServers) {
   EXPECT_TRUE(f.model.use_mmap);
   EXPECT_FALSE(f.ctx_size.has_value());
   EXPECT_EQ(f.http.chat_defaults.reasoning_format, "auto");
+  EXPECT_FALSE(f.http.chat_defaults.max_tokens.has_value());  // -n -1: unlimited
+}
+
+TEST(ServeFlagsTest, NPredictIsTheDefaultMaxTokens) {
+  for (const char* spelling : {"-n", "--n-predict", "--predict"}) {
+    ServeFlags f;
+    ASSERT_TRUE(Parse({"-m", "model.gguf", spelling, "64"}, f).ok()) << spelling;
+    EXPECT_EQ(f.http.chat_defaults.max_tokens, 64) << spelling;
+  }
+  ServeFlags f;
+  ASSERT_TRUE(Parse({"-m", "model.gguf", "-n", "-1"}, f).ok());
+  EXPECT_FALSE(f.http.chat_defaults.max_tokens.has_value());
 }
 
 TEST(ServeFlagsTest, UnsupportedLlamaServerFlagsAreRefusedByName) {
@@ -97,6 +109,8 @@ TEST(ServeFlagsTest, BadValuesNameTheirFlag) {
       {{"--chat-template-kwargs", "[1]"}, "--chat-template-kwargs"},
       {{"-sm", "diagonal"}, "--split-mode"},
       {{"-c", "-5"}, "--ctx-size"},
+      {{"-n", "0"}, "--n-predict"},
+      {{"-n", "-2"}, "--n-predict"},
   };
   for (const auto& [args, flag] : cases) {
     ServeFlags f;

@@ -36,7 +36,6 @@ struct StreamState {
   bool done = false;
   api::Completion delivered;  // what reached the client so far
   int idle_polls = 0;
-  DoneCallback on_done;
 };
 
 void AddDelivered(api::Completion& c, const api::Delta& d) {
@@ -77,7 +76,6 @@ bool ProvideStream(StreamState& st, httplib::DataSink& sink) {
         pending_delta = std::move(ev.delta);
         break;
       case StreamEvent::Kind::kDone:
-        if (st.on_done) st.on_done(ev.completion);
         out += st.writer->End(ev.completion);
         st.done = true;
         break;
@@ -108,12 +106,12 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
                     const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
                     std::chrono::steady_clock::time_point received) {
   HandleGenerate(builder, engine, MakeResponseWriter(request.flavor, model_alias, request.include_usage), request, req,
-                 res, received, nullptr);
+                 res, received);
 }
 
 void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, std::unique_ptr<ResponseWriter> writer,
                     const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
-                    std::chrono::steady_clock::time_point received, DoneCallback on_done) {
+                    std::chrono::steady_clock::time_point received) {
   auto built = builder.Build(request);
   if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(*writer, *err, res);
   BuildResult& br = std::get<BuildResult>(built);
@@ -131,7 +129,6 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, std::uniq
     st->stream = stream;
     st->writer = std::move(writer);
     st->usage_unadmitted = usage0;
-    st->on_done = std::move(on_done);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream", [st](size_t, httplib::DataSink& sink) { return ProvideStream(*st, sink); },
@@ -155,7 +152,6 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, std::uniq
     if (ev.kind == StreamEvent::Kind::kDone || ev.kind == StreamEvent::Kind::kError) break;
   }
   if (ev.kind == StreamEvent::Kind::kError) return ReplyError(*writer, ToApiError(ev.error), res);
-  if (on_done) on_done(ev.completion);
   res.set_content(writer->Whole(ev.completion), "application/json");
 }
 

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,12 +26,10 @@ void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, const std
                     const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
                     std::chrono::steady_clock::time_point received);
 
-// The same with the caller's writer, and `on_done` called with the completion just before
-// its end is sent (so a client answering at once finds what on_done did): not for errors,
-// nor for a client gone before the end. `on_done` runs on the HTTP thread; may be empty.
-using DoneCallback = std::function<void(const api::Completion&)>;
+// The same with the caller's writer (which sees the end before its bytes are sent; see
+// MakeResponsesWriter).
 void HandleGenerate(const RequestBuilder& builder, EngineLoop& engine, std::unique_ptr<ResponseWriter> writer,
                     const api::GenerationRequest& request, const httplib::Request& req, httplib::Response& res,
-                    std::chrono::steady_clock::time_point received, DoneCallback on_done);
+                    std::chrono::steady_clock::time_point received);
 
 }  // namespace hearth::server

@@ -256,7 +256,7 @@ void HttpServer::RegisterRoutes() {
     if (config_.cors) {
       res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin").empty() ? "*" : req.get_header_value("Origin"));
       res.set_header("Access-Control-Allow-Headers", "*");
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       if (req.method == "OPTIONS") {
         res.status = 204;
         return httplib::Server::HandlerResponse::Handled;
@@ -298,6 +298,12 @@ void HttpServer::RegisterRoutes() {
     auto r = api::responses::ParseResponsesRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     HandleResponses(*r, req, res, received);
+  }));
+  s.Get("/v1/responses/:id", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    GetStoredResponse(req, res);
+  }));
+  s.Delete("/v1/responses/:id", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+    DeleteStoredResponse(req, res);
   }));
   s.Post("/v1/messages", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     const auto received = std::chrono::steady_clock::now();

@@ -75,8 +75,8 @@ struct HttpConfig {
   // a long prefill writes keep-alives every 5 s.
   int read_timeout_s = 10;
   int write_timeout_s = 30;
-  // /v1/responses: the conversations of this many recent responses, within this many bytes,
-  // are kept for previous_response_id (ResponseStore), per API key.
+  // /v1/responses: this many recent responses, within this many bytes, are kept for
+  // previous_response_id and GET /v1/responses/{id} (ResponseStore), per API key.
   size_t max_stored_responses = 1024;
   size_t max_stored_response_bytes = 64u << 20;
 };
@@ -116,6 +116,9 @@ class HttpServer {
   // POST /v1/responses after parsing (responses_route.cc).
   void HandleResponses(api::responses::ResponsesRequest& request, const httplib::Request& req, httplib::Response& res,
                        std::chrono::steady_clock::time_point received);
+  // GET and DELETE /v1/responses/{id}: a stored response, found only under the caller's key.
+  void GetStoredResponse(const httplib::Request& req, httplib::Response& res);
+  void DeleteStoredResponse(const httplib::Request& req, httplib::Response& res);
   void RegisterRoutes();
 
   HttpConfig config_;

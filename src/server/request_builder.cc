@@ -293,7 +293,8 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
     }
     out.task.max_tokens = std::min(*request.max_tokens, room);
   } else {
-    out.task.max_tokens = room;
+    // The server's default is no wish of the client's: it never makes a request fail.
+    out.task.max_tokens = chat_defaults_.max_tokens ? std::min(*chat_defaults_.max_tokens, room) : room;
   }
   out.task.cache_namespace = CacheNamespace(request.cache_salt);
   MapCacheHints(request, &out.task);

@@ -27,12 +27,17 @@ struct BuildResult {
   std::string prompt_text;  // the rendered prompt, for /apply-template and logs
 };
 
-// Server-wide chat settings (`hearth serve --chat-template-kwargs`, --reasoning-format).
+// Server-wide request settings (`hearth serve --chat-template-kwargs`, --reasoning-format,
+// -n).
 struct ChatDefaults {
   // Template variables for every request, values as JSON text; a request's own win.
   // "enable_thinking" sets the default of GenerationRequest::enable_thinking.
   std::map<std::string, std::string> template_kwargs;
   std::string reasoning_format = "auto";  // engine::RenderOptions::reasoning_format
+  // -n/--n-predict: most tokens generated for a request that sets no limit of its own (as
+  // llama-server, a request's max_tokens wins, above it or below); nullopt: until a stop,
+  // or the context is full. REQUIRES: positive.
+  std::optional<int> max_tokens;
 };
 
 class RequestBuilder {

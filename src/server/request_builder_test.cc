@@ -407,5 +407,37 @@ TEST(RequestBuilderChatDefaultsTest, ServerDefaultsApplyAndRequestsWin) {
   EXPECT_EQ(text(configured, r).prompt_text, thinking.prompt_text);
 }
 
+// -n/--n-predict: the limit of requests that set none; a request's own max_tokens wins,
+// and a default beyond the context's room is capped there, not refused.
+TEST(RequestBuilderChatDefaultsTest, ServerMaxTokensIsTheDefaultOfRequestsWithoutOne) {
+  const engine::Model* model = testing::LoadTestModel("qwen35");
+  const engine::ChatTemplate* tmpl = testing::LoadTestTemplate("qwen35");
+  ASSERT_TRUE(model != nullptr && tmpl != nullptr);
+  constexpr int kSmallCtx = 256;
+  int room = 0;  // what the context leaves after the prompt
+  auto max_tokens = [&](std::optional<int> server, std::optional<int> request) {
+    ChatDefaults defaults;
+    defaults.max_tokens = server;
+    RequestBuilder b(*model, *tmpl, kSmallCtx, "test", {}, defaults);
+    api::GenerationRequest r;
+    r.flavor = api::Flavor::kOpenAIResponses;
+    r.messages.push_back({.role = "user", .content = "hi"});
+    r.max_tokens = request;
+    auto built = b.Build(r);
+    EXPECT_TRUE(std::holds_alternative<BuildResult>(built));
+    if (!std::holds_alternative<BuildResult>(built)) return -1;
+    const GenerationTask& task = std::get<BuildResult>(built).task;
+    room = kSmallCtx - static_cast<int>(task.prompt.size());
+    return task.max_tokens;
+  };
+  const int unlimited = max_tokens(std::nullopt, std::nullopt);
+  ASSERT_GT(room, 40);
+  EXPECT_EQ(unlimited, room);  // the whole room
+  EXPECT_EQ(max_tokens(16, std::nullopt), 16);
+  EXPECT_EQ(max_tokens(16, 5), 5);
+  EXPECT_EQ(max_tokens(16, 40), 40);
+  EXPECT_EQ(max_tokens(100000, std::nullopt), room);  // capped by the room, not refused
+}
+
 }  // namespace
 }  // namespace hearth::server

@@ -1,14 +1,16 @@
-// ResponseStore: the conversations of recent /v1/responses replies, kept in memory so a
-// client can continue one by previous_response_id instead of sending it again.
+// ResponseStore: recent /v1/responses replies, kept in memory so a client can continue
+// one by previous_response_id instead of sending its conversation again, and read
+// (GET /v1/responses/{id}) or delete it.
 //
 // Threads: any (HTTP workers); one mutex guards everything.
 //
 // Invariants:
 //  1. A response is found only under the namespace it was stored in (its API key's cache
 //     namespace): one client never reads, nor learns of, another's responses.
-//  2. At most max_responses entries and max_bytes of message text are held; past either,
-//     the least recently stored or read entries go first. A response evicted, never
-//     stored, or stored under another namespace reads the same: not found.
+//  2. At most max_responses entries and max_bytes of text (messages and response objects)
+//     are held; past either,
+//     the least recently stored or read entries go first. A response evicted, deleted,
+//     never stored, or stored under another namespace reads the same: not found.
 //  3. Entries are immutable once stored; Find returns a shared, read-only copy.
 #pragma once
 
@@ -28,14 +30,20 @@ namespace hearth::server {
 class ResponseStore {
  public:
   using Conversation = std::vector<api::Message>;
+  struct Stored {
+    Conversation conversation;  // what a request naming it continues from
+    std::string response_json;  // the response object as its client got it
+  };
 
   ResponseStore(size_t max_responses, size_t max_bytes) : max_responses_(max_responses), max_bytes_(max_bytes) {}
 
-  // Keeps `conversation` as what response `id` continues from. A conversation larger
-  // than max_bytes is not kept.
-  void Put(const std::string& ns, const std::string& id, Conversation conversation);
-  // The conversation stored for `id` in `ns`, or null.
-  std::shared_ptr<const Conversation> Find(const std::string& ns, const std::string& id);
+  // Keeps `stored` as response `id`. One larger than max_bytes is not kept.
+  void Put(const std::string& ns, const std::string& id, Stored stored);
+  // What is stored for `id` in `ns`, or null.
+  std::shared_ptr<const Stored> Find(const std::string& ns, const std::string& id);
+  // Forgets `id` in `ns`; returns whether it was held there (nothing else changes if not).
+  // A copy Find returned stays valid.
+  bool Erase(const std::string& ns, const std::string& id);
 
   size_t size() const;
   size_t bytes() const;
@@ -43,7 +51,7 @@ class ResponseStore {
  private:
   using Key = std::pair<std::string, std::string>;  // (namespace, id)
   struct Entry {
-    std::shared_ptr<const Conversation> conversation;
+    std::shared_ptr<const Stored> stored;
     size_t bytes = 0;
     std::list<Key>::iterator lru;  // its place in lru_
   };

@@ -100,25 +100,35 @@ class AnthropicWriter : public ResponseWriter {
 // response.completed (no [DONE]). Errors use OpenAI's shape.
 class ResponsesWriter : public ResponseWriter {
  public:
-  explicit ResponsesWriter(api::responses::ResponseInfo info) : info_(std::move(info)) {}
+  ResponsesWriter(api::responses::ResponseInfo info, ResponsesEndCallback on_end)
+      : info_(std::move(info)), on_end_(std::move(on_end)) {}
 
   std::string Begin(const api::Usage&) override { return encoder_.Start(info_); }
   std::string Delta(const api::Delta& d) override { return encoder_.Push(d); }
-  std::string End(const api::Completion& c) override { return encoder_.Finish(c); }
+  std::string End(const api::Completion& c) override {
+    std::string out = encoder_.Finish(c);
+    if (on_end_) on_end_(c, encoder_.response_json());
+    return out;
+  }
   std::string Fail(const api::ApiError& e) override { return encoder_.Error(e); }
   std::string KeepAlive() override { return ": keep-alive\n\n"; }
-  std::string Whole(const api::Completion& c) override { return api::responses::ResponseJson(info_, c); }
+  std::string Whole(const api::Completion& c) override {
+    std::string out = api::responses::ResponseJson(info_, c);
+    if (on_end_) on_end_(c, out);
+    return out;
+  }
   std::string ErrorBody(const api::ApiError& e) override { return api::openai::ErrorJson(e); }
 
  private:
   api::responses::ResponseInfo info_;
+  ResponsesEndCallback on_end_;
   api::responses::StreamEncoder encoder_;
 };
 
 }  // namespace
 
-std::unique_ptr<ResponseWriter> MakeResponsesWriter(api::responses::ResponseInfo info) {
-  return std::make_unique<ResponsesWriter>(std::move(info));
+std::unique_ptr<ResponseWriter> MakeResponsesWriter(api::responses::ResponseInfo info, ResponsesEndCallback on_end) {
+  return std::make_unique<ResponsesWriter>(std::move(info), std::move(on_end));
 }
 
 std::unique_ptr<ResponseWriter> MakeResponseWriter(api::Flavor flavor, std::string model, bool include_usage) {

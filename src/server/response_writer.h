@@ -7,6 +7,7 @@
 // Thread safety: one writer per request, used by the HTTP thread serving it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,7 +35,12 @@ class ResponseWriter {
 // response id and echoes nothing of the request: use MakeResponsesWriter for that.
 std::unique_ptr<ResponseWriter> MakeResponseWriter(api::Flavor flavor, std::string model, bool include_usage);
 // A /v1/responses writer answering as `info` (its id, the request fields it echoes).
-std::unique_ptr<ResponseWriter> MakeResponsesWriter(api::responses::ResponseInfo info);
+// `on_end`, if set, gets the completion and the response object as the client gets it
+// (streamed: the one response.completed carries) from End or Whole, before they return
+// their bytes, so before those are sent; never on an error.
+using ResponsesEndCallback = std::function<void(const api::Completion&, const std::string& response_json)>;
+std::unique_ptr<ResponseWriter> MakeResponsesWriter(api::responses::ResponseInfo info,
+                                                    ResponsesEndCallback on_end = nullptr);
 
 // The API error for an engine Status: 400 for bad input, 503 when busy or shutting down,
 // 500 otherwise.

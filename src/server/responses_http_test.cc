@@ -117,5 +117,49 @@ TEST_F(ResponsesHttpTest, UnknownOrForeignPreviousResponseIsABadRequest) {
   EXPECT_EQ(r3["error"]["param"], "input[0].call_id");
 }
 
+// GET and DELETE /v1/responses/{id}: what the client got, under its own key only; a
+// deleted response is gone for GET and previous_response_id alike.
+TEST_F(ResponsesHttpTest, StoredResponsesAreReadAndDeletedUnderTheirKey) {
+  auto call = [&](const std::string& method, const std::string& id, const std::string& key = "key-alpha") {
+    const httplib::Headers headers = {{"Authorization", "Bearer " + key}};
+    auto res = method == "GET" ? server_->client().Get("/v1/responses/" + id, headers)
+                               : server_->client().Delete("/v1/responses/" + id, headers);
+    if (!res) return std::pair<int, json>{0, json()};
+    return std::pair<int, json>{res->status, json::parse(res->body, nullptr, false)};
+  };
+  auto [s1, whole] = Post({{"input", "Hello."}});
+  ASSERT_EQ(s1, 200) << whole.dump();
+  const std::string id = whole["id"];
+  auto [g1, got] = call("GET", id);
+  EXPECT_EQ(g1, 200);
+  EXPECT_EQ(got, whole) << "the response as it was answered, item ids included";
+
+  auto [s2, sse] = Post({{"input", "Hello."}, {"stream", true}});
+  ASSERT_EQ(s2, 200);
+  const std::string text = sse.get<std::string>();
+  const size_t last = text.rfind("data: ");
+  const json completed = json::parse(text.substr(last + 6, text.find('\n', last) - last - 6));
+  auto [g2, streamed] = call("GET", completed["response"]["id"]);
+  EXPECT_EQ(g2, 200);
+  EXPECT_EQ(streamed, completed["response"]) << "a streamed one as its last event carried it";
+
+  for (const std::string method : {"GET", "DELETE"}) {
+    for (const auto& [key, which] : std::vector<std::pair<std::string, std::string>>{{"key-beta", id}, {"key-alpha", "resp_nope"}}) {
+      auto [status, r] = call(method, which, key);
+      EXPECT_EQ(status, 404) << method << " " << key << " " << which;
+      EXPECT_EQ(r["error"]["type"], "invalid_request_error");
+      EXPECT_EQ(r["error"]["message"], "Response with id '" + which + "' not found.");
+    }
+  }
+  EXPECT_EQ(call("GET", id).first, 200) << "another key's delete left it";
+
+  auto [d1, deleted] = call("DELETE", id);
+  EXPECT_EQ(d1, 200);
+  EXPECT_EQ(deleted, (json{{"id", id}, {"object", "response"}, {"deleted", true}}));
+  EXPECT_EQ(call("GET", id).first, 404);
+  EXPECT_EQ(call("DELETE", id).first, 404);
+  EXPECT_EQ(Post({{"previous_response_id", id}, {"input", "Again."}}).first, 400);
+}
+
 }  // namespace
 }  // namespace hearth::server

@@ -1,5 +1,5 @@
-// POST /v1/responses: the Responses API over the same request path as chat (one prefix
-// cache), plus the conversations kept for previous_response_id.
+// /v1/responses: the Responses API over the same request path as chat (one prefix cache),
+// plus the responses kept for previous_response_id, GET and DELETE.
 #include <httplib.h>
 
 #include <chrono>
@@ -24,10 +24,10 @@ int64_t UnixNow() {
 void HttpServer::HandleResponses(api::responses::ResponsesRequest& request, const httplib::Request& req,
                                  httplib::Response& res, std::chrono::steady_clock::time_point received) {
   const std::string ns = ResponsesNamespace(req);
-  std::shared_ptr<const ResponseStore::Conversation> history;
+  std::shared_ptr<const ResponseStore::Stored> previous;
   if (request.previous_response_id) {
-    history = responses_.Find(ns, *request.previous_response_id);
-    if (history == nullptr) {
+    previous = responses_.Find(ns, *request.previous_response_id);
+    if (previous == nullptr) {
       // The same answer for an id never issued, one evicted, and another key's: which of
       // them it is would tell one client about another's responses.
       const api::ApiError e = api::InvalidRequest(
@@ -40,21 +40,45 @@ void HttpServer::HandleResponses(api::responses::ResponsesRequest& request, cons
     }
   }
   static const ResponseStore::Conversation kNone;
-  const ResponseStore::Conversation& before = history ? *history : kNone;
+  const ResponseStore::Conversation& before = previous ? previous->conversation : kNone;
   api::GenerationRequest generation = request.generation;
   generation.messages = api::responses::Conversation(request, before);
   IsolateByKey(req, generation);
 
   api::responses::ResponseInfo info =
       api::responses::InfoFor(request, api::NewId("resp_"), config_.model_alias, UnixNow());
-  DoneCallback on_done;
+  ResponsesEndCallback on_end;
   if (request.store) {
-    on_done = [this, ns, id = info.id, request, history](const api::Completion& reply) {
-      responses_.Put(ns, id, api::responses::StoredConversation(request, history ? *history : kNone, reply));
+    on_end = [this, ns, id = info.id, request, previous](const api::Completion& reply, const std::string& response_json) {
+      responses_.Put(ns, id,
+                     {.conversation = api::responses::StoredConversation(
+                          request, previous ? previous->conversation : kNone, reply),
+                      .response_json = response_json});
     };
   }
-  HandleGenerate(builder_, engine_, MakeResponsesWriter(std::move(info)), generation, req, res, received,
-                 std::move(on_done));
+  HandleGenerate(builder_, engine_, MakeResponsesWriter(std::move(info), std::move(on_end)), generation, req, res,
+                 received);
+}
+
+void HttpServer::GetStoredResponse(const httplib::Request& req, httplib::Response& res) {
+  const std::string& id = req.path_params.at("id");
+  auto stored = responses_.Find(ResponsesNamespace(req), id);
+  if (stored == nullptr) {
+    res.status = 404;
+    res.set_content(api::openai::ErrorJson(api::responses::ResponseNotFound(id)), "application/json");
+    return;
+  }
+  res.set_content(stored->response_json, "application/json");
+}
+
+void HttpServer::DeleteStoredResponse(const httplib::Request& req, httplib::Response& res) {
+  const std::string& id = req.path_params.at("id");
+  if (!responses_.Erase(ResponsesNamespace(req), id)) {
+    res.status = 404;
+    res.set_content(api::openai::ErrorJson(api::responses::ResponseNotFound(id)), "application/json");
+    return;
+  }
+  res.set_content(api::responses::DeletedJson(id), "application/json");
 }
 
 }  // namespace hearth::server

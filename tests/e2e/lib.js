@@ -18,6 +18,7 @@ function required(name) {
 
 export const BASE_URL = required('HEARTH_URL');
 export const API_KEY = required('HEARTH_API_KEY');
+export const OTHER_API_KEY = required('HEARTH_OTHER_API_KEY');  // another client of the same server
 export const CTX = Number(required('HEARTH_CTX'));
 export const MAX_BODY = Number(required('HEARTH_MAX_BODY'));
 export const OUT_DIR = required('HEARTH_E2E_OUT');

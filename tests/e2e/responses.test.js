@@ -1,9 +1,12 @@
 // The OpenAI SDK's Responses client against hearth: responses.create whole and streamed,
-// function tools and their outputs, and a second turn read from the cache, sent both as
-// input items and by previous_response_id.
+// function tools and their outputs, a second turn read from the cache, sent both as
+// input items and by previous_response_id, and stored responses retrieved and deleted.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openai, post, metrics, eventually, assertOpenAIError, MODEL, TEST_TIMEOUT_MS } from './lib.js';
+import { NotFoundError } from 'openai';
+import {
+  openai, post, get, metrics, eventually, assertOpenAIError, MODEL, OTHER_API_KEY, TEST_TIMEOUT_MS,
+} from './lib.js';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 // Long enough that reuse is plain in the counts.
@@ -126,4 +129,45 @@ test('an unknown previous_response_id is a 400 in OpenAI\'s shape', opts, async 
     openai().responses.create({ model: MODEL, input: [{ type: 'input_image_call' }] }),
     (err) => err.status === 400 && /input\[0\]\.type/.test(err.message),
   );
+});
+
+test('responses.retrieve and responses.delete, under the key that made the response only', opts, async () => {
+  const client = openai();
+  const other = openai({ apiKey: OTHER_API_KEY });
+  const made = await client.responses.create({ model: MODEL, input: 'Say hello.', max_output_tokens: 4, temperature: 0 });
+  const got = await client.responses.retrieve(made.id);
+  assert.equal(got.object, 'response');
+  assert.deepEqual(got.output, made.output, 'the items as created, ids included');
+  assert.deepEqual(got.usage, made.usage);
+  assert.equal(got.output_text, made.output_text);
+
+  // A streamed response is stored as its last event carried it.
+  const stream = await client.responses.create({
+    model: MODEL, input: 'Say hello.', max_output_tokens: 4, temperature: 0, stream: true,
+  });
+  let last;
+  for await (const ev of stream) last = ev;
+  const { output_text: _, ...streamed } = await client.responses.retrieve(last.response.id);  // the SDK adds output_text
+  assert.deepEqual(streamed, last.response);
+
+  // Another key sees nothing, and cannot delete it; an unknown id reads the same.
+  for (const [c, id] of [[other, made.id], [client, 'resp_unknown']]) {
+    await assert.rejects(c.responses.retrieve(id), (err) => err.status === 404 && err instanceof NotFoundError);
+    await assert.rejects(c.responses.delete(id), (err) => err.status === 404);
+  }
+  const raw = await get(`/v1/responses/${made.id}`, { authorization: `Bearer ${OTHER_API_KEY}` });
+  assert.equal(assertOpenAIError(raw, 404).message, `Response with id '${made.id}' not found.`);
+  assert.equal((await client.responses.retrieve(made.id)).id, made.id, 'still there for its own key');
+
+  // Typed as void in the SDK, whose promise still resolves with the body: OpenAI's.
+  for (const id of [made.id, last.response.id]) {
+    assert.deepEqual(await client.responses.delete(id), { id, object: 'response', deleted: true });
+  }
+  for (const id of [made.id, last.response.id]) {
+    await assert.rejects(client.responses.retrieve(id), (err) => err.status === 404);
+    await assert.rejects(
+      client.responses.create({ model: MODEL, previous_response_id: id, input: 'Again.', max_output_tokens: 2 }),
+      (err) => err.status === 400 && err.param === 'previous_response_id',
+    );
+  }
 });

@@ -39,6 +39,7 @@ hearth=$build/src/hearth
 model=$build/testdata/tiny-qwen35.gguf
 out=$build/e2e/$name
 api_key="hearth-e2e-key"
+other_api_key="hearth-e2e-other-key"  # a second client, which must never see the first's
 
 # shellcheck source=../../scripts/lib/node.sh
 source "$here/../../scripts/lib/node.sh"
@@ -76,7 +77,8 @@ mkdir -p "$out"
 : >"$out/hearth.stdout"
 # 64k context: Claude Code's system prompt and tool schemas alone are tens of thousands
 # of tokens. A 1 MiB body limit keeps the over-limit test cheap.
-"$hearth" serve -m "$model" --port 0 --ctx-size 65536 --parallel 4 --api-key "$api_key" \
+"$hearth" serve -m "$model" --port 0 --ctx-size 65536 --parallel 4 \
+  --api-key "$api_key" --api-key "$other_api_key" \
   --max-body 1048576 >"$out/hearth.stdout" 2>"$out/hearth.log" &
 server_pid=$!
 # shellcheck disable=SC2317  # run by the EXIT trap
@@ -102,6 +104,7 @@ echo "e2e: hearth serve on 127.0.0.1:$port (log: $out/hearth.log)" >&2
 
 export HEARTH_URL=http://127.0.0.1:$port
 export HEARTH_API_KEY=$api_key
+export HEARTH_OTHER_API_KEY=$other_api_key
 export HEARTH_CTX=65536
 export HEARTH_MAX_BODY=1048576
 export HEARTH_E2E_OUT=$out
