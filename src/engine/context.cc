@@ -59,6 +59,8 @@ StatusOr<std::unique_ptr<Context>> Context::Create(const Model& model, const Con
   return std::unique_ptr<Context>(new Context(model, ctx, options, flash_attn));
 }
 
+bool GpuOffloadBuilt() { return llama_supports_gpu_offload(); }
+
 Context::Context(const Model& model, llama_context* ctx, const ContextOptions& options, bool flash_attn)
     : model_(model), ctx_(ctx), options_(options), flash_attn_(flash_attn) {
   llama_set_abort_callback(ctx_.get(), AbortTrampoline, &abort_check_);

@@ -39,6 +39,9 @@ struct LlamaContextDeleter {
 // Flash attention, as llama-server's -fa: kAuto lets llama.cpp use it where every
 // attention layer's device supports it (on a CPU it does).
 enum class FlashAttn { kAuto, kOn, kOff };
+
+// Whether llama.cpp was built with a backend that offloads layers (CUDA, Metal, Vulkan, ...).
+bool GpuOffloadBuilt();
 // "auto", "on", "off" (also "1"/"0", "true"/"false"). Errors: kInvalidArgument.
 StatusOr<FlashAttn> ParseFlashAttn(std::string_view text);
 const char* FlashAttnName(FlashAttn mode);
@@ -97,6 +100,14 @@ class Context {
   // Whether attention runs as flash attention: options().flash_attn with kAuto resolved
   // the way llama.cpp resolved it for this model's devices.
   bool flash_attn() const { return flash_attn_; }
+  // The fewest tokens a multi-token decode needs for its tokens to cost what a long
+  // prefill's cost: kCpuFlashAttnTile with flash attention on a build without GPU
+  // offload (ggml-cpu tiles flash attention over 64 query rows, GGML_FA_TILE_Q, and runs
+  // 2-63 rows one by one: at depth 2,400, 32 tokens ran at 329 tokens/s and 64 at 4,469
+  // with llama-bench on the tiny qwen3 model), else 1. A GPU build whose layers stay on
+  // the CPU (-ngl 0) still says 1.
+  static constexpr int kCpuFlashAttnTile = 64;
+  int efficient_batch_floor() const { return flash_attn_ && !GpuOffloadBuilt() ? kCpuFlashAttnTile : 1; }
   // What a saved state's bytes depend on besides the model: the KV element types and
   // the V layout (transposed unless flash attention), e.g. "kv-f16-f16-fa". States saved
   // under one layout cannot be restored under another.

@@ -22,7 +22,9 @@ constexpr auto kWriteBehindDelay = std::chrono::milliseconds(1000);
 // behind, on the store's thread; only serializing a device sequence costs this one).
 constexpr auto kShareBehindDelay = std::chrono::milliseconds(100);
 constexpr int kSharedFlushMs = 10000;  // a graceful stop waits this long for shared writes
-constexpr int kBackgroundChunk = 32;  // tokens per step for warm-ahead prefill (batch_planner.h)
+// Tokens per step for warm-ahead prefill (batch_planner.h), or the context's efficient
+// batch floor when that is more (on a CPU with flash attention 32 tokens cost 7x what 64 do).
+constexpr int kBackgroundChunk = 32;
 
 }  // namespace
 
@@ -253,7 +255,7 @@ void EngineLoop::BuildBatch() {
     if (slot->next_snapshot < snaps.size()) c.next_snapshot = static_cast<size_t>(snaps[slot->next_snapshot]);
     candidates.push_back(c);
   }
-  plan_ = PlanBatch(candidates, shadows, {.n_batch = config_.context.n_batch, .background_chunk = kBackgroundChunk});
+  plan_ = PlanBatch(candidates, shadows, {.n_batch = config_.context.n_batch, .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor())});
   batch_.Clear();
   for (const PlannedToken& t : plan_.tokens) batch_.Add(t.token, t.pos, t.seq, t.logits);
   for (const SlotPlan& sp : plan_.slots) {

@@ -704,6 +704,29 @@ TEST_F(EngineLoopTest, BackgroundWorkTheCacheHoldsIsSkipped) {
   EXPECT_EQ(loop.stats().background_tokens, 4);
 }
 
+// Warm-ahead prefills in steps whose tokens cost what a long prefill's do: with flash
+// attention on a CPU, ggml runs steps of fewer than 64 tokens row by row (7x the cost per
+// token of a 64-token step), so there its chunks are 64 tokens, elsewhere 32.
+TEST_F(EngineLoopTest, WarmAheadStepsAreLongEnoughForTheFlashAttentionTiles) {
+  for (engine::FlashAttn fa : {engine::FlashAttn::kOn, engine::FlashAttn::kOff}) {
+    EngineConfig c = Config(1, /*n_batch=*/256);
+    c.context.flash_attn = fa;
+    EngineLoop loop(*model_, c);
+    ASSERT_TRUE(loop.Start().ok());
+    GenerationTask bg = Task(LongText("fa", 80), 1);
+    bg.background = true;
+    const auto n = static_cast<int64_t>(bg.prompt.size());
+    ASSERT_GT(n, 192) << "enough tokens for the chunk sizes to tell apart";
+    const int64_t calls_before = loop.stats().decode_calls;
+    Outcome o = Drain(*Submit(loop, std::move(bg)));
+    ASSERT_TRUE(o.done) << o.error.ToString();
+    for (int i = 0; i < 2000 && loop.stats().background_tasks == 0; ++i) std::this_thread::sleep_for(milliseconds(5));
+    ASSERT_EQ(loop.stats().background_tokens, n);
+    const int64_t chunk = fa == engine::FlashAttn::kOn && !engine::GpuOffloadBuilt() ? 64 : 32;
+    EXPECT_EQ(loop.stats().decode_calls - calls_before, (n + chunk - 1) / chunk) << engine::FlashAttnName(fa);
+  }
+}
+
 // Warm-ahead queued for a next request that then comes is dropped: the request computes
 // or reuses that prefix itself.
 TEST_F(EngineLoopTest, WarmAheadOvertakenByItsRequestIsDropped) {
