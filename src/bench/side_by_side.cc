@@ -44,11 +44,13 @@ std::pair<double, double> LogRange(double min, double max) {
   return {lo - pad, hi + pad};
 }
 
-// Tick values inside [lo, hi] (log10 units): 1, 2 and 5 times each power of ten, or only
-// the powers when that would crowd the axis.
+// Tick values inside [lo, hi] (log10 units): 1, 2 and 5 times each power of ten; every
+// multiple when the axis spans less than a decade, only the powers when it spans many.
 std::vector<double> Ticks(double lo, double hi) {
   std::vector<double> out;
-  const std::vector<double> steps = hi - lo > 2.5 ? std::vector<double>{1} : std::vector<double>{1, 2, 5};
+  std::vector<double> steps = {1, 2, 5};
+  if (hi - lo > 2.5) steps = {1};
+  if (hi - lo < 1) steps = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   for (int k = static_cast<int>(std::floor(lo)); k <= static_cast<int>(std::ceil(hi)); ++k) {
     for (double m : steps) {
       const double v = m * std::pow(10.0, k);
@@ -116,7 +118,7 @@ std::string SideBySideTable(const std::vector<TurnRow>& rows, const std::vector<
         if (r->interrupted) ttft += " (cut)";
         s += " " + Cell(r->prefilled_tokens()) + " | " + ttft + " |";
         if (auto p = r->prefilled_tokens()) sum_prefilled[i] += *p;
-        if (r->ttft_ms) sum_ttft[i] += *r->ttft_ms;
+        if (r->ok && r->ttft_ms) sum_ttft[i] += *r->ttft_ms;
       }
       s += "\n";
     }
@@ -159,7 +161,7 @@ std::string LogLogSvg(const std::string& title, const std::string& xlabel, const
     }
   }
   if (!any) return "";
-  constexpr double kWidth = 820, kHeight = 480, kLeft = 80, kTop = 50, kRight = 620, kBottom = 410;
+  constexpr double kWidth = 840, kHeight = 480, kLeft = 100, kTop = 50, kRight = 620, kBottom = 410;
   const auto [x_lo, x_hi] = LogRange(x_min, x_max);
   const auto [y_lo, y_hi] = LogRange(y_min, y_max);
   auto px = [&](double x) { return kLeft + (std::log10(x) - x_lo) / (x_hi - x_lo) * (kRight - kLeft); };
@@ -187,7 +189,7 @@ std::string LogLogSvg(const std::string& title, const std::string& xlabel, const
          "\" height=\"" + Fixed(kBottom - kTop) + "\" fill=\"none\" stroke=\"#333\"/>\n"
          "<text x=\"" + Fixed((kLeft + kRight) / 2) + "\" y=\"" + Fixed(kBottom + 45) + "\" text-anchor=\"middle\">" +
          Xml(xlabel) + " (log scale)</text>\n"
-         "<text transform=\"translate(22 " + Fixed((kTop + kBottom) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         "<text transform=\"translate(20 " + Fixed((kTop + kBottom) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
          Xml(ylabel) + " (log scale)</text>\n";
   static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
   int n_drawn = 0;

@@ -30,7 +30,8 @@ struct PlotSeries {
   std::vector<std::pair<double, double>> xy;
 };
 
-// An SVG document: both axes logarithmic, gridlines at 1, 2 and 5 times each power of ten,
+// An SVG document: both axes logarithmic, gridlines at 1, 2 and 5 times each power of ten
+// (at every multiple on an axis shorter than a decade, at the powers only on a long one),
 // one coloured line with markers per series and a legend. Points with x or y <= 0 are left
 // out (they have no place on a log scale). Returns an empty string when no series has a
 // point left.

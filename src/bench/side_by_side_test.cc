@@ -35,6 +35,11 @@ TEST(SideBySideTest, OneLinePerTurnWithEachServersPrefilledAndTtft) {
       Row("llama-server", 0, "user", 2000, 0, 2000, 8800),
       Row("llama-server", 1, "tool", 2304, 0, 290, 10500),
   };
+  TurnRow failed = Row("llama-server", 2, "tool", 2650, 0, 350, 700);  // a stream error after 700 ms
+  failed.ok = false;
+  failed.reused_tokens.reset();
+  rows.push_back(Row("hearth", 2, "tool", 2650, 2300, 350, 1000));
+  rows.push_back(failed);
   TurnRow sweep = Row("hearth", 0, "cold", 512, 0, 512, 40);
   sweep.scenario = "sweep";
   rows.push_back(sweep);
@@ -46,7 +51,9 @@ TEST(SideBySideTest, OneLinePerTurnWithEachServersPrefilledAndTtft) {
   EXPECT_NE(table.find("| 1 | user | 2000 | 2000 | 2000 | 9000 | 2000 | 8800 |"), std::string::npos) << table;
   // The replies differed, so the prompts did: both are shown.
   EXPECT_NE(table.find("| 2 | tool | 2300 / 2304 | 290 | 290 | 1500 | 2304 | 10500 |"), std::string::npos) << table;
-  EXPECT_NE(table.find("| all | | | 2290 | 2290 | 10500 | 4304 | 19300 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 3 | tool | 2650 | 350 | 350 | 1000 | ? | error |"), std::string::npos) << table;
+  // Sums over what each server answered: the failed turn's time is not a time to first token.
+  EXPECT_NE(table.find("| all | | | 2640 | 2640 | 11500 | 4304 | 19300 |"), std::string::npos) << table;
   EXPECT_EQ(table.find("cold"), std::string::npos) << "sweep rows are not sessions";
   EXPECT_EQ(SideBySideTable({sweep}, {"hearth"}), "");
 }
@@ -76,8 +83,9 @@ TEST(SideBySideTest, LogLogSvgDrawsOneLinePerSeriesOnLogAxes) {
   EXPECT_EQ(Count(svg, "<polyline"), 2);
   EXPECT_EQ(Count(svg, "<circle"), 4);
   EXPECT_EQ(svg.find(">empty<"), std::string::npos) << "a series without points has no legend entry";
-  // Gridlines labelled at 1, 2, 5 × powers of ten: x spans 1000-4000, y 500-20000 ms.
-  for (const char* label : {">1000<", ">2000<", ">500<", ">10000<"}) {
+  // Gridlines labelled at 1, 2, 5 × powers of ten: x spans 1000-4000, y 500-20000 ms;
+  // x spans less than a decade, so every multiple gets a line (3000 too).
+  for (const char* label : {">1000<", ">2000<", ">3000<", ">500<", ">10000<"}) {
     EXPECT_NE(svg.find(label), std::string::npos) << label;
   }
   // Log scale: 1000 -> 2000 tokens is as far as 2000 -> 4000; the flat line has one y.
