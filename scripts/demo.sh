@@ -83,7 +83,8 @@ echo "demo: one $turns-turn coding-agent session (growing to about $context toke
   --scenario agent --turns "$turns" --context "$context" --system-tokens 300 --max-tokens 8 \
   --render-model "$model" --model-file "$model" --no-turn-table --out "$results" >"$results/bench.txt"
 echo
-sed -n '/^### Side by side/,$p' "$results/summary.md"
+# The side-by-side tables of the summary the bench printed, up to its list of files.
+awk '/^### Side by side/ { on = 1 } /^Results: / { on = 0 } on' "$results/bench.txt"
 echo "demo: a server that re-prefills the conversation climbs with it; one that prefills only what is new stays flat."
 plot=$results/plots/ttft_agent.svg
 [[ -f ${plot%.svg}.png ]] && plot="$plot (and ${plot%.svg}.png)"
