@@ -63,7 +63,8 @@ fuzz: fuzz-build
 fuzz-smoke: fuzz-build
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz -j $(JOBS)
 
-# Small model (made once), hearth serve, a short multi-turn `hearth bench` session.
+# Small model (made once); the same agent session against hearth and llama-server (or hearth
+# --no-cache), side by side: a per-turn table and a log-log plot of time to first token.
 demo: build
 	@bash scripts/demo.sh $(HEARTH) $(MODELS) $(BUILD)/demo-results
 

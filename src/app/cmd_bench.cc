@@ -230,7 +230,7 @@ void RegisterBench(CLI::App& app) {
                 "name each session as prompt_cache_key / metadata.user_id, for a load balancer's affinity");
   cmd->add_option("--model-file", c.model_file, "model file to record in env.json (with its size)");
   cmd->add_option("--env", f->env, "KEY=VALUE to record in env.json (server flags, notes)");
-  cmd->add_flag("--no-plots", f->no_plots, "skip the PNG plots");
+  cmd->add_flag("--no-plots", f->no_plots, "skip the plots (SVG and PNG)");
   cmd->add_flag("--no-turn-table", f->no_turn_table, "do not print the per-turn table");
   cmd->add_flag("-q,--quiet", f->quiet, "no progress lines");
   cmd->callback([f] {

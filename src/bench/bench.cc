@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "bench/report.h"
+#include "bench/side_by_side.h"
 #include "bench/text.h"
 
 namespace hearth::bench {
@@ -101,6 +102,9 @@ int FinishRun(const BenchConfig& config, const Runner& runner, const std::string
   std::string summary = "# hearth bench results\n\n" + std::string("Command: `") + config.command_line + "`\n\n";
   if (!extra_markdown.empty()) summary += extra_markdown + "\n";
   summary += SummaryMarkdown(rows, Labels(runner));
+  if (const std::string side = SideBySideTable(rows, Labels(runner)); Labels(runner).size() > 1 && !side.empty()) {
+    summary += "\n### Side by side, per turn\n\n" + side;
+  }
   for (const std::string& n : runner.notes()) summary += "\nNote: " + n + "\n";
   if (config.print_turns) std::printf("\n## Per turn\n\n%s", TurnTable(rows).c_str());
   std::printf("\n%s", summary.substr(summary.find("\n\n") + 2).c_str());

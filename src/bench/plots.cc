@@ -1,4 +1,5 @@
-// PNG plots through gnuplot: the bench writes data files and a script, then runs it.
+// PNG plots through gnuplot: the bench writes data files and a script, then runs it. The
+// per-scenario TTFT plot is also written as SVG directly (side_by_side.h), gnuplot or not.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "bench/report.h"
+#include "bench/side_by_side.h"
 
 namespace hearth::bench {
 namespace {
@@ -114,6 +116,24 @@ PlotResult MakePlots(const std::string& dir_in, const std::vector<TurnRow>& rows
     Series ideal{"new tokens (ideal)", "prefilled_" + Sanitize(sc) + "_new.dat", "lines dt 2 lw 2"};
     for (auto& [turn, v] : fresh) ideal.xy.emplace_back(turn, *Percentile(v, 50));
     series.push_back(std::move(ideal));
+    // Time to first token per turn, one line per server: flat where a server prefills
+    // only what is new, climbing with the session where it prefills the conversation.
+    const std::string ttft_title = "Time to first token per turn: " + sc;
+    const std::string svg = LogLogSvg(ttft_title, "prompt tokens", "time to first token (ms)", TtftSeries(rows, servers, sc));
+    if (!svg.empty()) {
+      std::ofstream(dir / ("ttft_" + Sanitize(sc) + ".svg")) << svg;
+      result.files.push_back((dir / ("ttft_" + Sanitize(sc) + ".svg")).string());
+    }
+    std::vector<Series> per_turn;
+    for (PlotSeries& p : TtftSeries(rows, servers, sc)) {
+      per_turn.push_back(Series{p.title, "ttft_" + Sanitize(sc) + "_" + Sanitize(p.title) + ".dat", "linespoints pt 7",
+                                std::move(p.xy)});
+    }
+    if (AddPlot(dir, "ttft_" + Sanitize(sc) + ".png", ttft_title, "prompt tokens", "time to first token (ms)",
+                std::move(per_turn), &script)) {
+      pngs.push_back("ttft_" + Sanitize(sc) + ".png");
+    }
+
     const std::string png = "prefilled_" + Sanitize(sc) + ".png";
     if (AddPlot(dir, png, "Prefilled tokens per turn: " + sc + " (median over sessions; 0 drawn as 1)", "turn",
                 "tokens prefilled at request time", std::move(series), &script)) {

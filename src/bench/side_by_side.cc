@@ -1,0 +1,216 @@
+#include "bench/side_by_side.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+namespace hearth::bench {
+namespace {
+
+using TurnKey = std::tuple<std::string, int, int, int>;  // scenario, rep, session, turn
+
+std::string Cell(const std::optional<int>& v) { return v ? std::to_string(*v) : "?"; }
+std::string Cell(const std::optional<double>& v) { return v ? FormatNumber(*v) : "?"; }
+
+std::string Xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
+std::string Fixed(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// [lo, hi] in log10 units, padded so that no point sits on the frame.
+std::pair<double, double> LogRange(double min, double max) {
+  double lo = std::log10(min), hi = std::log10(max);
+  if (hi - lo < 0.3) {
+    const double mid = (lo + hi) / 2;
+    lo = mid - 0.15;
+    hi = mid + 0.15;
+  }
+  const double pad = (hi - lo) * 0.05;
+  return {lo - pad, hi + pad};
+}
+
+// Tick values inside [lo, hi] (log10 units): 1, 2 and 5 times each power of ten; every
+// multiple when the axis spans less than a decade, only the powers when it spans many.
+std::vector<double> Ticks(double lo, double hi) {
+  std::vector<double> out;
+  std::vector<double> steps = {1, 2, 5};
+  if (hi - lo > 2.5) steps = {1};
+  if (hi - lo < 1) steps = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  for (int k = static_cast<int>(std::floor(lo)); k <= static_cast<int>(std::ceil(hi)); ++k) {
+    for (double m : steps) {
+      const double v = m * std::pow(10.0, k);
+      if (std::log10(v) >= lo && std::log10(v) <= hi) out.push_back(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string SideBySideTable(const std::vector<TurnRow>& rows, const std::vector<std::string>& servers) {
+  // Per turn, each server's row; sessions in the order they first appear.
+  std::map<TurnKey, std::vector<const TurnRow*>> turns;
+  std::vector<std::tuple<std::string, int, int>> sessions;
+  for (const TurnRow& r : rows) {
+    if (r.scenario == "sweep") continue;
+    const auto it = std::find(servers.begin(), servers.end(), r.server);
+    if (it == servers.end()) continue;
+    auto& slot = turns[{r.scenario, r.rep, r.session, r.turn}];
+    if (slot.empty()) slot.resize(servers.size(), nullptr);
+    slot[it - servers.begin()] = &r;
+    const std::tuple<std::string, int, int> session{r.scenario, r.rep, r.session};
+    if (std::find(sessions.begin(), sessions.end(), session) == sessions.end()) sessions.push_back(session);
+  }
+  std::string s;
+  for (const auto& [scenario, rep, session] : sessions) {
+    s += "**" + scenario + "**, session " + std::to_string(session) + (rep > 0 ? ", rep " + std::to_string(rep) : "") +
+         ": prefilled = prompt tokens the server computed for the request; new = tokens new in it.\n\n"
+         "| turn | kind | prompt | new |";
+    std::string rule = "|---|---|---|---|";
+    for (const std::string& sv : servers) {
+      s += " " + sv + " prefilled | " + sv + " TTFT ms |";
+      rule += "---|---|";
+    }
+    s += "\n" + rule + "\n";
+    std::vector<long> sum_prefilled(servers.size(), 0);
+    std::vector<double> sum_ttft(servers.size(), 0);
+    long sum_new = 0;
+    for (auto it = turns.lower_bound({scenario, rep, session, 0});
+         it != turns.end() && std::get<0>(it->first) == scenario && std::get<1>(it->first) == rep &&
+         std::get<2>(it->first) == session;
+         ++it) {
+      const std::vector<const TurnRow*>& by_server = it->second;
+      const TurnRow* first = nullptr;
+      std::vector<std::string> prompts;
+      for (const TurnRow* r : by_server) {
+        if (!r) continue;
+        if (!first) first = r;
+        const std::string p = Cell(r->prompt_tokens);
+        if (std::find(prompts.begin(), prompts.end(), p) == prompts.end()) prompts.push_back(p);
+      }
+      std::string prompt;
+      for (const std::string& p : prompts) prompt += (prompt.empty() ? "" : " / ") + p;
+      s += "| " + std::to_string(std::get<3>(it->first) + 1) + " | " + first->kind + " | " + prompt + " | " +
+           Cell(first->new_tokens) + " |";
+      if (first->new_tokens) sum_new += *first->new_tokens;
+      for (size_t i = 0; i < servers.size(); ++i) {
+        const TurnRow* r = by_server[i];
+        if (!r) {
+          s += " - | - |";
+          continue;
+        }
+        std::string ttft = r->ok ? Cell(r->ttft_ms) : "error";
+        if (r->interrupted) ttft += " (cut)";
+        s += " " + Cell(r->prefilled_tokens()) + " | " + ttft + " |";
+        if (auto p = r->prefilled_tokens()) sum_prefilled[i] += *p;
+        if (r->ok && r->ttft_ms) sum_ttft[i] += *r->ttft_ms;
+      }
+      s += "\n";
+    }
+    s += "| all | | | " + std::to_string(sum_new) + " |";
+    for (size_t i = 0; i < servers.size(); ++i) {
+      s += " " + std::to_string(sum_prefilled[i]) + " | " + FormatNumber(sum_ttft[i]) + " |";
+    }
+    s += "\n\n";
+  }
+  return s;
+}
+
+std::vector<PlotSeries> TtftSeries(const std::vector<TurnRow>& rows, const std::vector<std::string>& servers,
+                                   const std::string& scenario) {
+  std::vector<PlotSeries> out;
+  for (const std::string& sv : servers) {
+    PlotSeries s{sv, {}};
+    for (const TurnRow& r : rows) {
+      if (r.server != sv || r.scenario != scenario || !r.ok || r.interrupted || !r.ttft_ms || !r.prompt_tokens) continue;
+      s.xy.emplace_back(*r.prompt_tokens, *r.ttft_ms);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string LogLogSvg(const std::string& title, const std::string& xlabel, const std::string& ylabel,
+                      std::vector<PlotSeries> series) {
+  double x_min = 0, x_max = 0, y_min = 0, y_max = 0;
+  bool any = false;
+  for (PlotSeries& s : series) {
+    std::erase_if(s.xy, [](const std::pair<double, double>& p) { return !(p.first > 0 && p.second > 0); });
+    std::sort(s.xy.begin(), s.xy.end());
+    for (auto [x, y] : s.xy) {
+      x_min = any ? std::min(x_min, x) : x;
+      x_max = any ? std::max(x_max, x) : x;
+      y_min = any ? std::min(y_min, y) : y;
+      y_max = any ? std::max(y_max, y) : y;
+      any = true;
+    }
+  }
+  if (!any) return "";
+  constexpr double kWidth = 840, kHeight = 480, kLeft = 100, kTop = 50, kRight = 620, kBottom = 410;
+  const auto [x_lo, x_hi] = LogRange(x_min, x_max);
+  const auto [y_lo, y_hi] = LogRange(y_min, y_max);
+  auto px = [&](double x) { return kLeft + (std::log10(x) - x_lo) / (x_hi - x_lo) * (kRight - kLeft); };
+  auto py = [&](double y) { return kBottom - (std::log10(y) - y_lo) / (y_hi - y_lo) * (kBottom - kTop); };
+
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Fixed(kWidth) + "\" height=\"" +
+                    Fixed(kHeight) + "\" viewBox=\"0 0 " + Fixed(kWidth) + " " + Fixed(kHeight) +
+                    "\" font-family=\"sans-serif\" font-size=\"13\">\n"
+                    "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+                    "<text x=\"" + Fixed(kWidth / 2) + "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">" +
+                    Xml(title) + "</text>\n";
+  for (double v : Ticks(x_lo, x_hi)) {
+    const std::string x = Fixed(px(v));
+    svg += "<line x1=\"" + x + "\" y1=\"" + Fixed(kTop) + "\" x2=\"" + x + "\" y2=\"" + Fixed(kBottom) +
+           "\" stroke=\"#ddd\"/>\n<text x=\"" + x + "\" y=\"" + Fixed(kBottom + 18) + "\" text-anchor=\"middle\">" +
+           FormatNumber(v) + "</text>\n";
+  }
+  for (double v : Ticks(y_lo, y_hi)) {
+    const std::string y = Fixed(py(v));
+    svg += "<line x1=\"" + Fixed(kLeft) + "\" y1=\"" + y + "\" x2=\"" + Fixed(kRight) + "\" y2=\"" + y +
+           "\" stroke=\"#ddd\"/>\n<text x=\"" + Fixed(kLeft - 6) + "\" y=\"" + y +
+           "\" text-anchor=\"end\" dominant-baseline=\"middle\">" + FormatNumber(v) + "</text>\n";
+  }
+  svg += "<rect x=\"" + Fixed(kLeft) + "\" y=\"" + Fixed(kTop) + "\" width=\"" + Fixed(kRight - kLeft) +
+         "\" height=\"" + Fixed(kBottom - kTop) + "\" fill=\"none\" stroke=\"#333\"/>\n"
+         "<text x=\"" + Fixed((kLeft + kRight) / 2) + "\" y=\"" + Fixed(kBottom + 45) + "\" text-anchor=\"middle\">" +
+         Xml(xlabel) + " (log scale)</text>\n"
+         "<text transform=\"translate(20 " + Fixed((kTop + kBottom) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         Xml(ylabel) + " (log scale)</text>\n";
+  static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+  int n_drawn = 0;
+  for (const PlotSeries& s : series) {
+    if (s.xy.empty()) continue;
+    const std::string color = kColors[n_drawn % (sizeof kColors / sizeof kColors[0])];
+    std::string points;
+    for (auto [x, y] : s.xy) points += (points.empty() ? "" : " ") + Fixed(px(x)) + "," + Fixed(py(y));
+    svg += "<g><title>" + Xml(s.title) + "</title>\n<polyline fill=\"none\" stroke=\"" + color +
+           "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
+    for (auto [x, y] : s.xy) {
+      svg += "<circle cx=\"" + Fixed(px(x)) + "\" cy=\"" + Fixed(py(y)) + "\" r=\"4\" fill=\"" + color + "\"><title>" +
+             FormatNumber(x) + ", " + FormatNumber(y) + "</title></circle>\n";
+    }
+    const std::string ly = Fixed(kTop + 10 + 22 * n_drawn);
+    svg += "<line x1=\"" + Fixed(kRight + 15) + "\" y1=\"" + ly + "\" x2=\"" + Fixed(kRight + 45) + "\" y2=\"" + ly +
+           "\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n<text x=\"" + Fixed(kRight + 52) + "\" y=\"" + ly +
+           "\" dominant-baseline=\"middle\">" + Xml(s.title) + "</text>\n</g>\n";
+    ++n_drawn;
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace hearth::bench
