@@ -15,30 +15,18 @@
 // applies to Codex's requests alone. Captured requests go to $HEARTH_E2E_OUT/codex/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OUT_DIR, MODEL } from './lib.js';
+import { OUT_DIR, MODEL, startProxy, runAgent, whyCannotRun } from './lib.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const codexBin = path.join(here, 'node_modules', '.bin', 'codex');
-const STOP = [' ', '\n', 'e', 'a', 'o', 'i', 'n', 't', 's', '.'];
 const N_PREDICT = 64;
 const KEY = 'hearth-e2e-codex-key';
 const CODEX_TIMEOUT_MS = 180_000;
-
-// Why Codex cannot run here, or null when it can. That it cannot is a failure, never a
-// skip: node's runner counts a skipped test as passed.
-function whyNoCodex() {
-  if (!fs.existsSync(codexBin)) return `${codexBin} is missing (npm ci did not install it)`;
-  const r = spawnSync(codexBin, ['--version'], { encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH } });
-  if (r.error) return `codex --version failed: ${r.error.message}`;
-  if (r.status !== 0) return `codex --version exited ${r.status}: ${r.stderr}`;
-  return null;
-}
 
 // `hearth serve` on a free port; resolves { url, child } once it listens.
 function startHearth(logPath) {
@@ -53,58 +41,6 @@ function startHearth(logPath) {
       if (m) resolve({ url: `http://127.0.0.1:${m[1]}`, child });
     });
     child.on('exit', (code) => reject(new Error(`hearth serve exited ${code} before listening; see ${logPath}`)));
-  });
-}
-
-// A proxy in front of `target` that records every request (and its reply) and adds STOP
-// to /v1/responses requests.
-function startStopProxy(target, captured) {
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const original = Buffer.concat(chunks).toString('utf8');
-      const record = { method: req.method, url: req.url, headers: req.headers, body: original, status: 0, reply: '' };
-      captured.push(record);
-      let forward = original;
-      if (req.method === 'POST' && new URL(req.url, target).pathname === '/v1/responses') {
-        const body = JSON.parse(original);
-        body.stop = STOP;
-        forward = JSON.stringify(body);
-      }
-      const headers = { ...req.headers, host: target.host, 'content-length': Buffer.byteLength(forward) };
-      const upstream = http.request(
-        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers },
-        (up) => {
-          record.status = up.statusCode;
-          up.on('data', (d) => (record.reply += d));
-          res.writeHead(up.statusCode, up.headers);
-          up.pipe(res);
-        },
-      );
-      upstream.on('error', (err) => {
-        record.status = 502;
-        res.writeHead(502, { 'content-type': 'text/plain' });
-        res.end(String(err));
-      });
-      upstream.end(forward);
-    });
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
-
-function runCodex(args, { cwd, env }) {
-  return new Promise((resolve) => {
-    const child = spawn(codexBin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), CODEX_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
   });
 }
 
@@ -131,7 +67,7 @@ before(async () => {
   for (const d of ['home', 'codex-home', 'work']) fs.mkdirSync(path.join(sandbox, d));
   fs.mkdirSync(path.join(OUT_DIR, 'codex'), { recursive: true });
   hearth = await startHearth(path.join(OUT_DIR, 'codex', 'hearth.log'));
-  proxy = await startStopProxy(new URL(hearth.url), captured);
+  proxy = await startProxy(captured, hearth.url);
 });
 
 after(() => {
@@ -142,7 +78,7 @@ after(() => {
 
 test('Codex CLI completes two turns of one session, the second read from the cache',
   { timeout: 2 * CODEX_TIMEOUT_MS + 30_000 }, async () => {
-    const why = whyNoCodex();
+    const why = whyCannotRun(codexBin);
     assert.equal(why, null, `Codex cannot run: ${why}`);
     const codexHome = path.join(sandbox, 'codex-home');
     const work = path.join(sandbox, 'work');
@@ -177,12 +113,12 @@ test('Codex CLI completes two turns of one session, the second read from the cac
 
     const runs = [];
     const t0 = Date.now();
-    const first = await runCodex(['exec', ...common, 'say hi'], { cwd: work, env });
+    const first = await runAgent(codexBin, ['exec', ...common, 'say hi'], { cwd: work, env, timeoutMs: CODEX_TIMEOUT_MS });
     runs.push(`turn 1: exit ${first.code} ${first.signal ?? ''}\n--- stdout\n${first.stdout}\n--- stderr\n${first.stderr}\n`);
     const thread = events(first.stdout).find((e) => e.type === 'thread.started')?.thread_id;
     let second = { code: null, stdout: '', stderr: '' };
     if (thread) {
-      second = await runCodex(['exec', 'resume', ...common, thread, 'and now say bye'], { cwd: work, env });
+      second = await runAgent(codexBin, ['exec', 'resume', ...common, thread, 'and now say bye'], { cwd: work, env, timeoutMs: CODEX_TIMEOUT_MS });
       runs.push(`turn 2: exit ${second.code} ${second.signal ?? ''}\n--- stdout\n${second.stdout}\n--- stderr\n${second.stderr}\n`);
     }
     const seconds = (Date.now() - t0) / 1000;

@@ -136,7 +136,12 @@ export const STOP_SEQUENCES = [' ', '\n', 'e', 'a', 'o', 'i', 'n', 't', 's', '.'
 // The request body to send on: with STOP_SEQUENCES added on the generation routes, else as
 // the client sent it.
 function withStops(pathname, text) {
-  const field = { '/v1/messages': 'stop_sequences', '/v1/chat/completions': 'stop', '/v1/completions': 'stop' }[pathname];
+  const field = {
+    '/v1/messages': 'stop_sequences',
+    '/v1/chat/completions': 'stop',
+    '/v1/completions': 'stop',
+    '/v1/responses': 'stop',  // llama-server's extension, which hearth takes there too
+  }[pathname];
   if (!field || !text) return text;
   const body = JSON.parse(text);
   const own = body[field] == null ? [] : Array.isArray(body[field]) ? body[field] : [body[field]];
@@ -172,8 +177,8 @@ export function replyUsage(text) {
 // status, reply }: body as the client sent it, reply as hearth sent it back) into
 // `captured` and adds STOP_SEQUENCES to generation requests. Resolves to the listening
 // http.Server; its URL is proxyUrl(server).
-export function startProxy(captured) {
-  const target = new URL(BASE_URL);
+export function startProxy(captured, targetUrl = BASE_URL) {
+  const target = new URL(targetUrl);
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
@@ -181,7 +186,7 @@ export function startProxy(captured) {
       const original = Buffer.concat(chunks).toString('utf8');
       const record = { method: req.method, url: req.url, headers: req.headers, body: original, status: 0, reply: '' };
       captured.push(record);
-      const forward = req.method === 'POST' ? withStops(new URL(req.url, BASE_URL).pathname, original) : original;
+      const forward = req.method === 'POST' ? withStops(new URL(req.url, target).pathname, original) : original;
       const headers = { ...req.headers, host: target.host, 'content-length': Buffer.byteLength(forward) };
       const upstream = http.request(
         { host: target.hostname, port: target.port, path: req.url, method: req.method, headers },
