@@ -56,6 +56,12 @@ TensorSpec TokenEmbedding(int64_t n_embd, int64_t n_vocab) {
   return t;
 }
 
+void AddDenseFfn(int il, int64_t n_embd, int64_t n_ff, std::vector<TensorSpec>& t) {
+  t.push_back(Matrix(LayerTensorName(il, "ffn_gate.weight"), n_embd, n_ff));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_up.weight"), n_embd, n_ff));
+  t.push_back(Matrix(LayerTensorName(il, "ffn_down.weight"), n_ff, n_embd));
+}
+
 void AddSharedExpertMoe(int il, int64_t n_embd, int64_t n_expert, int64_t n_ff_exp,
                         int64_t n_ff_shexp, std::vector<TensorSpec>& t) {
   // The router and the shared-expert gate stay F32, as the converters keep them.

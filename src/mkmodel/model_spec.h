@@ -105,6 +105,8 @@ TensorSpec TokenEmbedding(int64_t n_embd, int64_t n_vocab);
 // ffn_gate_inp_shexp, ffn_{gate,up,down}_shexp of layer il.
 void AddSharedExpertMoe(int il, int64_t n_embd, int64_t n_expert, int64_t n_ff_exp,
                         int64_t n_ff_shexp, std::vector<TensorSpec>& t);
+// A SwiGLU FFN: ffn_gate and ffn_up {n_embd -> n_ff}, ffn_down {n_ff -> n_embd} of layer il.
+void AddDenseFfn(int il, int64_t n_embd, int64_t n_ff, std::vector<TensorSpec>& t);
 // A norm's weight: F32, all ones.
 TensorSpec NormWeight(std::string name, int64_t n);
 // "blk.<il>.<suffix>"

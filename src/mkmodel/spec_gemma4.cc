@@ -107,9 +107,7 @@ ModelSpec DescribeGemma4(Preset preset, int64_t n_vocab) {
     t.push_back(NormWeight(LayerTensorName(il, "attn_k_norm.weight"), head_dim));
     t.push_back(NormWeight(LayerTensorName(il, "post_attention_norm.weight"), s.n_embd));
     t.push_back(NormWeight(LayerTensorName(il, "ffn_norm.weight"), s.n_embd));
-    t.push_back(Matrix(LayerTensorName(il, "ffn_gate.weight"), s.n_embd, s.n_ff));
-    t.push_back(Matrix(LayerTensorName(il, "ffn_up.weight"), s.n_embd, s.n_ff));
-    t.push_back(Matrix(LayerTensorName(il, "ffn_down.weight"), s.n_ff, s.n_embd));
+    AddDenseFfn(il, s.n_embd, s.n_ff, t);
     t.push_back(NormWeight(LayerTensorName(il, "post_ffw_norm.weight"), s.n_embd));
   }
   t.push_back(NormWeight("output_norm.weight", s.n_embd));

@@ -132,9 +132,7 @@ ModelSpec DescribeGraniteHybrid(Preset preset, int64_t n_vocab) {
       AddMamba2Layer(s, il, t);
     }
     t.push_back(NormWeight(LayerTensorName(il, "ffn_norm.weight"), s.n_embd));
-    t.push_back(Matrix(LayerTensorName(il, "ffn_gate.weight"), s.n_embd, s.n_ff));
-    t.push_back(Matrix(LayerTensorName(il, "ffn_up.weight"), s.n_embd, s.n_ff));
-    t.push_back(Matrix(LayerTensorName(il, "ffn_down.weight"), s.n_ff, s.n_embd));
+    AddDenseFfn(il, s.n_embd, s.n_ff, t);
   }
   t.push_back(NormWeight("output_norm.weight", s.n_embd));
   return m;

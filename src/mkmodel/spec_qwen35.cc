@@ -92,12 +92,6 @@ void AddDeltaNetLayer(const Qwen35Shape& s, int il, std::vector<TensorSpec>& t) 
   t.push_back(Matrix(LayerTensorName(il, "ssm_out.weight"), value_dim, s.n_embd));
 }
 
-void AddDenseFfn(const Qwen35Shape& s, int il, std::vector<TensorSpec>& t) {
-  t.push_back(Matrix(LayerTensorName(il, "ffn_gate.weight"), s.n_embd, s.n_ff));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_up.weight"), s.n_embd, s.n_ff));
-  t.push_back(Matrix(LayerTensorName(il, "ffn_down.weight"), s.n_ff, s.n_embd));
-}
-
 }  // namespace
 
 ModelSpec DescribeQwen35(bool moe, Preset preset, int64_t n_vocab) {
@@ -149,7 +143,7 @@ ModelSpec DescribeQwen35(bool moe, Preset preset, int64_t n_vocab) {
     if (moe) {
       AddSharedExpertMoe(il, s.n_embd, s.n_expert, s.n_ff_exp, s.n_ff_shexp, t);
     } else {
-      AddDenseFfn(s, il, t);
+      AddDenseFfn(il, s.n_embd, s.n_ff, t);
     }
   }
   t.push_back(NormWeight("output_norm.weight", s.n_embd));
