@@ -10,8 +10,6 @@
 namespace hearth::bench {
 namespace {
 
-std::string Num(const std::optional<int>& v) { return v ? std::to_string(*v) : "?"; }
-std::string Num(const std::optional<double>& v) { return v ? FormatNumber(*v) : "?"; }
 
 std::string SpreadCell(const std::optional<Spread>& s) {
   if (!s) return "-";
@@ -46,11 +44,11 @@ std::string TurnTable(const std::vector<TurnRow>& rows) {
       if (c == '|' || c == '\n') c = ' ';
     }
     s += "| " + r.server + " | " + r.scenario + " | " + std::to_string(r.rep) + " | " + std::to_string(r.session) + " | " +
-         std::to_string(r.turn + 1) + " | " + r.kind + " | " + Num(r.prompt_tokens) + " | " +
+         std::to_string(r.turn + 1) + " | " + r.kind + " | " + FormatCell(r.prompt_tokens) + " | " +
          (r.reused_tokens ? std::to_string(*r.reused_tokens) : std::string(r.interrupted ? "-" : "unknown")) + " | " +
-         Num(r.prefilled_tokens()) + " | " + Num(r.new_tokens) + " | " + Num(r.prefill_ratio()) + " | " +
-         (met ? (*met ? "ok" : "MISS") : "-") + " | " + Num(r.ttft_ms) + " | " + FormatNumber(r.e2e_ms) + " | " +
-         Num(r.decode_tps) + " | " + note + " |\n";
+         FormatCell(r.prefilled_tokens()) + " | " + FormatCell(r.new_tokens) + " | " + FormatCell(r.prefill_ratio()) + " | " +
+         (met ? (*met ? "ok" : "MISS") : "-") + " | " + FormatCell(r.ttft_ms) + " | " + FormatNumber(r.e2e_ms) + " | " +
+         FormatCell(r.decode_tps) + " | " + note + " |\n";
   }
   return s;
 }
@@ -99,7 +97,7 @@ std::string SummaryMarkdown(const std::vector<TurnRow>& rows, const std::vector<
          "|---|---|---|---|---|---|---|---|\n";
     for (const SessionSummary& ss : SummarizeSessions(session_rows)) {
       s += "| " + ss.scenario + " | " + ss.server + " | " + std::to_string(ss.rep) + " | " + std::to_string(ss.session) +
-           " | " + std::to_string(ss.n_prefilled) + " | " + std::to_string(ss.n_new) + " | " + Num(ss.ratio) + " | " +
+           " | " + std::to_string(ss.n_prefilled) + " | " + std::to_string(ss.n_new) + " | " + FormatCell(ss.ratio) + " | " +
            (ss.first_missed_turn ? std::to_string(*ss.first_missed_turn + 1) : std::string("-")) + " |\n";
     }
   }
@@ -110,8 +108,8 @@ std::string SummaryMarkdown(const std::vector<TurnRow>& rows, const std::vector<
       const TurnRow& c = sweep_rows[i];
       const TurnRow& w = sweep_rows[i + 1];
       std::string ratio = (c.ttft_ms && w.ttft_ms && *c.ttft_ms > 0) ? FormatNumber(*w.ttft_ms / *c.ttft_ms) : "-";
-      s += "| " + Num(c.prompt_tokens) + " | " + c.server + " | " + std::to_string(c.rep) + " | " + Num(c.ttft_ms) +
-           " | " + Num(w.ttft_ms) + " | " + ratio + " | " +
+      s += "| " + FormatCell(c.prompt_tokens) + " | " + c.server + " | " + std::to_string(c.rep) + " | " + FormatCell(c.ttft_ms) +
+           " | " + FormatCell(w.ttft_ms) + " | " + ratio + " | " +
            (w.reused_tokens ? std::to_string(*w.reused_tokens) : std::string("unknown")) + " |\n";
     }
   }

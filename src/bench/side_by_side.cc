@@ -11,8 +11,6 @@ namespace {
 
 using TurnKey = std::tuple<std::string, int, int, int>;  // scenario, rep, session, turn
 
-std::string Cell(const std::optional<int>& v) { return v ? std::to_string(*v) : "?"; }
-std::string Cell(const std::optional<double>& v) { return v ? FormatNumber(*v) : "?"; }
 
 std::string Xml(const std::string& s) {
   std::string out;
@@ -100,13 +98,13 @@ std::string SideBySideTable(const std::vector<TurnRow>& rows, const std::vector<
       for (const TurnRow* r : by_server) {
         if (!r) continue;
         if (!first) first = r;
-        const std::string p = Cell(r->prompt_tokens);
+        const std::string p = FormatCell(r->prompt_tokens);
         if (std::find(prompts.begin(), prompts.end(), p) == prompts.end()) prompts.push_back(p);
       }
       std::string prompt;
       for (const std::string& p : prompts) prompt += (prompt.empty() ? "" : " / ") + p;
       s += "| " + std::to_string(std::get<3>(it->first) + 1) + " | " + first->kind + " | " + prompt + " | " +
-           Cell(first->new_tokens) + " |";
+           FormatCell(first->new_tokens) + " |";
       if (first->new_tokens) sum_new += *first->new_tokens;
       for (size_t i = 0; i < servers.size(); ++i) {
         const TurnRow* r = by_server[i];
@@ -114,9 +112,9 @@ std::string SideBySideTable(const std::vector<TurnRow>& rows, const std::vector<
           s += " - | - |";
           continue;
         }
-        std::string ttft = r->ok ? Cell(r->ttft_ms) : "error";
+        std::string ttft = r->ok ? FormatCell(r->ttft_ms) : "error";
         if (r->interrupted) ttft += " (cut)";
-        s += " " + Cell(r->prefilled_tokens()) + " | " + ttft + " |";
+        s += " " + FormatCell(r->prefilled_tokens()) + " | " + ttft + " |";
         if (auto p = r->prefilled_tokens()) sum_prefilled[i] += *p;
         if (r->ok && r->ttft_ms) sum_ttft[i] += *r->ttft_ms;
       }

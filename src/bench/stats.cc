@@ -45,4 +45,7 @@ std::string FormatNumber(double v) {
   return buf;
 }
 
+std::string FormatCell(const std::optional<int>& v) { return v ? std::to_string(*v) : "?"; }
+std::string FormatCell(const std::optional<double>& v) { return v ? FormatNumber(*v) : "?"; }
+
 }  // namespace hearth::bench

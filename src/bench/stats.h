@@ -24,5 +24,8 @@ std::optional<Spread> Summarize(const std::vector<double>& samples);
 
 // "12.3", "1234", "0.012": three significant digits, no exponent.
 std::string FormatNumber(double v);
+// A table cell: the value (FormatNumber for doubles), or "?" when there is none.
+std::string FormatCell(const std::optional<int>& v);
+std::string FormatCell(const std::optional<double>& v);
 
 }  // namespace hearth::bench

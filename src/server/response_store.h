@@ -8,9 +8,9 @@
 //  1. A response is found only under the namespace it was stored in (its API key's cache
 //     namespace): one client never reads, nor learns of, another's responses.
 //  2. At most max_responses entries and max_bytes of text (messages and response objects)
-//     are held; past either,
-//     the least recently stored or read entries go first. A response evicted, deleted,
-//     never stored, or stored under another namespace reads the same: not found.
+//     are held; past either, the least recently stored or read entries go first. A
+//     response evicted, deleted, never stored, or stored under another namespace reads
+//     the same: not found.
 //  3. Entries are immutable once stored; Find returns a shared, read-only copy.
 #pragma once
 
