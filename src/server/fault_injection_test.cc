@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "cache/disk_store.h"
 #include "cache/prefix_cache.h"
+#include "cache/state_file.h"
 #include "engine/context.h"
 #include "server/context_sequence_store.h"
 #include "testing/faulty_file_system.h"
@@ -145,6 +147,18 @@ class FaultInjectionTest : public ::testing::Test {
     size_t n = 0;
     for (const auto& e : std::filesystem::directory_iterator(dir)) n += e.is_regular_file() ? 1 : 0;
     return n;
+  }
+  // The state file in dir_ whose header holds exactly `tokens`; empty when none does.
+  std::string StateFileHolding(const std::vector<Token>& tokens) const {
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      if (e.path().extension() != ".state") continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      cache::StateHeader h;
+      size_t header_size = 0;
+      std::string why;
+      if (cache::DecodeStateHeader(in, &h, &header_size, &why) && h.tokens == tokens) return e.path().string();
+    }
+    return "";
   }
 
   const engine::Model* model_ = nullptr;
@@ -283,18 +297,20 @@ TEST_F(FaultInjectionTest, DiskWriteErrorAndDiskFullLoseOnlyThatState) {
   }
 }
 
-// A file cut short or bit-flipped between write and read is quarantined, never restored.
+// A file cut short or bit-flipped after it was written is quarantined, never restored.
+// The test damages A's file itself once every turn has written and read what it needs:
+// a fault at the rename (cache/disk_faults_test.cc) would race B's resume, which reads
+// A's state either from the writer's queue or from the file it has just renamed.
 TEST_F(FaultInjectionTest, DiskFileTruncatedOrFlippedIsQuarantinedAndRecomputed) {
   for (FileFault f : {FileFault::kTruncate, FileFault::kFlipBit}) {
     SCOPED_TRACE(testing::FileFaultName(f));
     Stop();
     std::filesystem::remove_all(dir_);
     Start(Where::kDisk);
-    Turn(a_, reply_);
-    faulty_fs_.Inject(f);
-    Turn(b_);  // A's full state is written, then damaged
-    Turn(c_);
-    EXPECT_EQ(faulty_fs_.fired(f), 1);
+    Branch();
+    const std::string a_file = StateFileHolding(Cat(a_, reply_));
+    ASSERT_FALSE(a_file.empty()) << "A's state went to disk";
+    testing::FaultyFileSystem::Damage(a_file, f);
     Turn(FollowUp());
     EXPECT_EQ(report_.n_reused, kSystem) << report_.stopped_because;
     EXPECT_NE(report_.stopped_because.find("corrupt"), std::string::npos) << report_.stopped_because;

@@ -95,18 +95,25 @@ class FaultyFileSystem : public cache::FileSystem {
   Status Rename(const std::string& from, const std::string& to) override {
     HEARTH_RETURN_IF_ERROR(base_.Rename(from, to));
     if (!IsStateFile(to)) return Status::Ok();
+    for (FileFault f : {FileFault::kTruncate, FileFault::kFlipBit}) {
+      if (Fire(f)) Damage(to, f);
+    }
+    return Status::Ok();
+  }
+  // Does to the file at `path` what kTruncate or kFlipBit does at a rename; tests call it
+  // to damage one chosen file at a chosen moment.
+  static void Damage(const std::string& path, FileFault fault) {
     std::error_code ec;
-    const auto size = std::filesystem::file_size(to, ec);
-    if (ec || size == 0) return Status::Ok();
-    if (Fire(FileFault::kTruncate)) std::filesystem::resize_file(to, size / 2, ec);
-    if (Fire(FileFault::kFlipBit)) {
-      std::fstream f(to, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec || size == 0) return;
+    if (fault == FileFault::kTruncate) std::filesystem::resize_file(path, size / 2, ec);
+    if (fault == FileFault::kFlipBit) {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
       f.seekg(static_cast<std::streamoff>(size - 1));
       const char c = static_cast<char>(f.get() ^ 0x10);
       f.seekp(static_cast<std::streamoff>(size - 1));
       f.put(c);
     }
-    return Status::Ok();
   }
   Status Remove(const std::string& path) override { return base_.Remove(path); }
   Status SyncDir(const std::string& dir) override { return base_.SyncDir(dir); }
