@@ -50,8 +50,7 @@ StatusOr<std::unique_ptr<LocalRenderBackend>> LocalRenderBackend::Open(const std
   auto model = engine::Model::Load(model_path, options);
   if (!model.ok()) return model.status();
   impl->model = std::move(*model);
-  // The reference renderer: every render in full.
-  auto tmpl = engine::ChatTemplate::Create(*impl->model, "", /*skeleton=*/false);
+  auto tmpl = engine::ChatTemplate::Create(*impl->model, "");
   if (!tmpl.ok()) return tmpl.status();
   impl->chat_template = std::move(*tmpl);
   return std::unique_ptr<LocalRenderBackend>(new LocalRenderBackend(std::move(impl)));

@@ -2,25 +2,13 @@
 // template, through llama.cpp's common chat library (the same renderer llama-server
 // uses), so hearth sees exactly the prompt any llama.cpp-based server would build.
 //
-// One render through that library runs the template three times over the whole
-// conversation (the prompt, and the two renders whose difference is the generation
-// prompt): tens of milliseconds at 40k tokens, growing with every turn. Render therefore
-// renders a skeleton, the conversation with its long texts stood in by placeholders
-// (engine/skeleton_render.h says when that is allowed), and puts the texts back. The
-// skeleton is trusted only after it has matched the full render, token for token in
-// text and output format, on kTrustAfter real conversations, and is checked again on
-// every kAuditEvery-th; one mismatch turns it off for good. An audited request gets the
-// full render's result. A conversation the template rejects agrees when both reject it.
-//
-// Thread safety: Render may be called from any thread at once (the audit counters are
-// atomic). The Model must outlive the ChatTemplate.
+// Thread safety: a ChatTemplate is immutable after Create; Render may be called from any
+// thread at once. The Model must outlive it.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -150,42 +138,20 @@ class ChatTemplate {
   // Uses `override_source` when not empty, else the model's embedded template.
   // Errors: kInvalidArgument when the template does not parse, or the model has none and no
   // override was given.
-  // `skeleton`: false renders every request in full (the skeleton never runs).
-  static StatusOr<std::unique_ptr<ChatTemplate>> Create(const Model& model, const std::string& override_source,
-                                                        bool skeleton = true);
+  static StatusOr<std::unique_ptr<ChatTemplate>> Create(const Model& model, const std::string& override_source);
   ~ChatTemplate();
 
   // Errors: kInvalidArgument with the template's message when it rejects the conversation
   // (e.g. a role it does not know, or no user message).
   StatusOr<RenderedPrompt> Render(std::span<const ChatMessage> messages, const RenderOptions& options) const;
-  // The whole conversation through llama.cpp's renderer, always (the reference).
-  StatusOr<RenderedPrompt> RenderFull(std::span<const ChatMessage> messages, const RenderOptions& options) const;
-  // The skeleton's result, untrusted; nullopt when no text could be stood in, or the
-  // skeleton did not render or restore (Render then renders in full).
-  std::optional<RenderedPrompt> RenderSkeleton(std::span<const ChatMessage> messages,
-                                               const RenderOptions& options) const;
-
-  static constexpr int64_t kTrustAfter = 8;
-  static constexpr int64_t kAuditEvery = 64;
-  struct SkeletonStats {
-    int64_t fast = 0;        // renders served from a skeleton
-    int64_t audits = 0;      // skeletons compared with a full render
-    int64_t mismatches = 0;  // of those, how many differed (then disabled)
-    bool disabled = false;
-  };
-  SkeletonStats skeleton_stats() const;
 
   const std::string& source() const { return source_; }
 
  private:
   struct Impl;
   explicit ChatTemplate(std::unique_ptr<Impl> impl, std::string source);
-  std::optional<StatusOr<RenderedPrompt>> Skeleton(std::span<const ChatMessage> messages,
-                                                   const RenderOptions& options) const;
   std::unique_ptr<Impl> impl_;
   std::string source_;
-  mutable std::atomic<int64_t> eligible_{0}, agreed_{0}, fast_{0}, audits_{0}, mismatches_{0};
-  mutable std::atomic<bool> disabled_{false};
 };
 
 }  // namespace hearth::engine
