@@ -17,6 +17,8 @@
 #        STABILIZE=1          also run the volatile scenario against a second hearth started
 #                             with --stabilize uuid,timestamp (0 to skip)
 #        HEARTH_FLAGS=        extra `hearth serve` flags
+#        LLAMA_FLAGS=         extra llama-server flags (gpt-oss's random text: --skip-chat-parsing,
+#                             else its harmony parser rejects every reply)
 #        OUT=bench-results/compare-DATE
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -55,7 +57,9 @@ pids+=("$pid")
 wait_healthy "http://127.0.0.1:$hearth_port" "$pid" "$out/hearth.log"
 
 llama_port=$(free_port $((hearth_port + 1)))
-CTX=$ctx SLOTS=$slots bash "$here/start-llama-server.sh" "$model" "$llama_port" >"$out/llama-server.log" 2>&1 &
+read -r -a extra_llama_flags <<<"${LLAMA_FLAGS:-}"
+CTX=$ctx SLOTS=$slots bash "$here/start-llama-server.sh" "$model" "$llama_port" \
+  ${extra_llama_flags[@]+"${extra_llama_flags[@]}"} >"$out/llama-server.log" 2>&1 &
 pid=$!
 pids+=("$pid")
 wait_healthy "http://127.0.0.1:$llama_port" "$pid" "$out/llama-server.log"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string_view>
 
 #include "testing/test_env.h"
 
@@ -244,11 +245,24 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ContextTest,
-                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid"),
-                         [](const auto& p) { return std::string(p.param); });
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid",
+                                           "gpt-oss"),
+                         [](const auto& p) { return testing::ArchTestName(p.param); });
 
-// The tiny Gemma 4: three sliding-window layers (window 32) and one global layer.
-class SlidingWindowContextTest : public ContextTest {};
+// The tiny Gemma 4: three sliding-window layers (window 32, 2 KV heads of 32) and one
+// global layer (1 KV head of 64). The tiny gpt-oss: two sliding layers (window 32) and
+// two full ones, 2 KV heads of 32 each.
+class SlidingWindowContextTest : public ContextTest {
+ protected:
+  struct KvShape {
+    size_t sliding_layers, sliding_kv_bytes;  // per cell of one layer: K and V, f16
+    size_t full_kv_bytes;                     // per cell, over all full layers
+  };
+  KvShape Shape() const {
+    if (std::string_view(GetParam()) == "gpt-oss") return {2, 2 * 32 * 2 * 2, 2 * 2 * 32 * 2 * 2};
+    return {3, 2 * 32 * 2 * 2, 1 * 64 * 2 * 2};
+  }
+};
 
 // A sliding-window layer forgets what slid out of its window once llama.cpp reuses those
 // cells (the window's cache here holds 256: 32 per sequence plus a micro-batch, rounded
@@ -276,16 +290,17 @@ TEST_P(SlidingWindowContextTest, PartialStateIsTheWindowsKv) {
   Cold(0, SomeTokens(*model_, 200, 17));
   const size_t at_200 = ctx_->StateSize(0, StatePart::kPartialOnly);
   EXPECT_EQ(at_40, at_200);
-  // Three layers x 32 cells x (K + V) of 2 KV heads of 32, f16; plus per-cell metadata.
-  const size_t window_kv = 3 * 32 * 2 * 2 * 32 * 2;
+  // The sliding layers' 32 cells of K and V; plus per-cell metadata.
+  const KvShape shape = Shape();
+  const size_t window_kv = shape.sliding_layers * 32 * shape.sliding_kv_bytes;
   EXPECT_GE(at_200, window_kv);
   EXPECT_LT(at_200, window_kv + 4096);
-  // The whole state adds the global layer's 200 positions (1 KV head of 64).
-  EXPECT_GE(ctx_->StateSize(0, StatePart::kAll), at_200 + 200 * 2 * 64 * 2);
+  // The whole state adds the full layers' 200 positions.
+  EXPECT_GE(ctx_->StateSize(0, StatePart::kAll), at_200 + 200 * shape.full_kv_bytes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SlidingWindowContextTest, ::testing::Values("gemma4"),
-                         [](const auto& p) { return std::string(p.param); });
+INSTANTIATE_TEST_SUITE_P(Models, SlidingWindowContextTest, ::testing::Values("gemma4", "gpt-oss"),
+                         [](const auto& p) { return testing::ArchTestName(p.param); });
 
 TEST(ContextOptionsTest, ValidateNamesTheBadField) {
   ContextOptions o;

@@ -61,6 +61,16 @@ TEST(MemoryTest, SlidingWindowLayersAddNoKvPerCell) {
   EXPECT_EQ(m->recurrent_bytes_per_seq, 768u * 3 * (2 * 32 * 2 * 2) / 4);
 }
 
+// gpt-oss alternates: the two full layers' KV grows with the cells, the two sliding
+// layers' cache holds a window per sequence, sized as Gemma 4's.
+TEST(MemoryTest, GptOssSplitsItsKvBetweenFullAndSlidingLayers) {
+  auto m = MeasureContextMemory(testing::TestModelPath("gpt-oss"), {}, Options(4));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->n_ctx_train, 131072);
+  EXPECT_DOUBLE_EQ(m->kv_bytes_per_cell, 2 * 2 * 32 * 2 * 2);  // 2 full layers, 2 KV heads of 32
+  EXPECT_EQ(m->recurrent_bytes_per_seq, 768u * 2 * (2 * 32 * 2 * 2) / 4);
+}
+
 // Without flash attention the attention scores grow with the cells attended over; with
 // it (the default on a CPU) they do not.
 TEST(MemoryTest, ComputeBuffersGrowWithTheCellsOnlyWithoutFlashAttention) {

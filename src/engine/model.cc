@@ -38,9 +38,11 @@ std::string MetaString(const llama_model* model, const std::string& key) {
 // Layer kinds from the tensor names: a layer with SSM tensors is recurrent, otherwise it
 // attends; attention layers are sliding-window when the model has a window and
 // "<arch>.attention.sliding_window_pattern" marks them so. The key comes in two forms:
-// an array with one flag per layer, true for sliding (Gemma 3n / 4, gpt-oss: what the
-// converters write from layer_types), or one number N, every Nth layer global (Gemma 3).
-// Without it every attention layer slides.
+// an array with one flag per layer, true for sliding (Gemma 3n / 4: what the converters
+// write from layer_types), or one number N, every Nth layer global (Gemma 3). Without it
+// the architecture's default applies, as llama.cpp's loader sets it: gpt-oss's converter
+// writes no pattern, and its layers alternate (period 2, the first one sliding); any
+// other architecture's attention layers all slide.
 std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, int n_layer, int n_swa, const std::string& arch) {
   std::vector<LayerKind> kinds(static_cast<size_t>(n_layer), LayerKind::kAttention);
   const int64_t n_tensors = gguf_get_n_tensors(gguf);
@@ -54,6 +56,9 @@ std::vector<LayerKind> ReadLayerKinds(gguf_context* gguf, int n_layer, int n_swa
   }
   if (n_swa <= 0) return kinds;
   std::vector<bool> sliding(static_cast<size_t>(n_layer), true);
+  if (arch == "gpt-oss") {
+    for (int il = 0; il < n_layer; ++il) sliding[static_cast<size_t>(il)] = il % 2 == 0;
+  }
   const int64_t key = gguf_find_key(gguf, (arch + ".attention.sliding_window_pattern").c_str());
   if (key >= 0 && gguf_get_kv_type(gguf, key) == GGUF_TYPE_ARRAY) {
     const gguf_type type = gguf_get_arr_type(gguf, key);

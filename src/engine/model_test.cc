@@ -47,6 +47,18 @@ TEST(ModelTest, SlidingWindowModelReportsWhichLayersSlide) {
                                                  LayerKind::kSlidingWindow, LayerKind::kAttention}));
 }
 
+// gpt-oss files carry no pattern: llama.cpp's loader alternates sliding and full layers
+// by default, and read as "no pattern, every layer slides" the model had no full layer.
+TEST(ModelTest, GptOssAlternatesSlidingAndFullLayersWithoutAPatternKey) {
+  const Model* m = testing::LoadTestModel("gpt-oss");
+  ASSERT_NE(m, nullptr);
+  const ModelInfo& info = m->info();
+  EXPECT_EQ(info.n_swa, 32);
+  EXPECT_FALSE(info.has_recurrent);
+  EXPECT_EQ(info.layers, (std::vector<LayerKind>{LayerKind::kSlidingWindow, LayerKind::kAttention,
+                                                 LayerKind::kSlidingWindow, LayerKind::kAttention}));
+}
+
 TEST(ModelTest, FingerprintIsStableAndContentBased) {
   auto a = FingerprintFile(testing::TestModelPath("qwen35"));
   auto b = FingerprintFile(testing::TestModelPath("qwen35"));

@@ -184,6 +184,7 @@ std::string_view ArchName(Arch arch) {
     case Arch::kQwen3Next: return "qwen3next";
     case Arch::kGemma4: return "gemma4";
     case Arch::kGraniteHybrid: return "granitehybrid";
+    case Arch::kGptOss: return "gpt-oss";
   }
   return "unknown";
 }
@@ -200,6 +201,7 @@ FamilyFiles DefaultFiles(Arch arch) {
     case Arch::kQwen3Next: return {"ggml-vocab-qwen2.gguf", "templates/Qwen-Qwen3-0.6B.jinja"};
     case Arch::kGemma4: return {"ggml-vocab-gemma-4.gguf", "templates/google-gemma-4-31B-it.jinja"};
     case Arch::kGraniteHybrid: return {"ggml-vocab-llama-bpe.gguf", "templates/ibm-granite-granite-4.0.jinja"};
+    case Arch::kGptOss: return {"ggml-vocab-llama-bpe.gguf", "templates/openai-gpt-oss-120b.jinja"};
   }
   return {"", ""};
 }

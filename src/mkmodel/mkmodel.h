@@ -41,11 +41,13 @@ namespace hearth::mkmodel {
 // gemma4: Gemma 4, dense: sliding-window attention layers interleaved with global ones.
 // granitehybrid: Granite 4.0-H, dense: Mamba-2 layers with an attention layer (no RoPE)
 //                among them, Granite's muP multipliers.
-enum class Arch { kQwen35, kQwen35Moe, kQwen3, kQwen3Next, kGemma4, kGraniteHybrid };
+// gpt-oss: OpenAI's gpt-oss: sliding-window and full attention layers alternating,
+//          attention sinks, MoE FFNs with biases, untied LM head.
+enum class Arch { kQwen35, kQwen35Moe, kQwen3, kQwen3Next, kGemma4, kGraniteHybrid, kGptOss };
 
 // Every Arch, in the order ParseArch lists them.
 inline constexpr Arch kAllArchs[] = {Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen3, Arch::kQwen3Next,
-                                     Arch::kGemma4, Arch::kGraniteHybrid};
+                                     Arch::kGemma4, Arch::kGraniteHybrid, Arch::kGptOss};
 
 // tiny: 4 layers, width 128, ~40-50 MB; for tests (loads in ~0.3 s, most of it the
 //       tokenizer; decodes ~600 tokens/s on one core).
@@ -66,7 +68,8 @@ std::string_view PresetName(Preset preset);
 // llama.cpp's source models/ directory ("ggml-vocab-qwen35.gguf",
 // "templates/Qwen3.5-4B.jinja"). Where no shipped vocab is the family's own, `vocab` is
 // one of the same pre-tokenizer family, and WriteModel adds the special tokens the
-// template emits (granitehybrid: llama 3's BPE with Granite's role markers).
+// template emits (granitehybrid: llama 3's BPE with Granite's role markers; gpt-oss: the
+// same BPE with harmony's).
 struct FamilyFiles {
   std::string_view vocab;
   std::string_view chat_template;

@@ -188,6 +188,33 @@ TEST(MkmodelTest, GraniteHybridMarksMamba2LayersByZeroKvHeads) {
   EXPECT_LT(n, 450'000'000u);
 }
 
+// gpt-oss: every layer attends (sliding or full, by llama.cpp's default period of two),
+// with q/k/v and output biases, one sink per query head, biased experts and no shared
+// one, and an LM head of its own.
+TEST(MkmodelTest, GptOssHasSinksBiasedExpertsAndAnUntiedHead) {
+  const ModelSpec spec = DescribeModel(Arch::kGptOss, Preset::kTiny, 1000);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const TensorSpec& t : spec.tensors) {
+    EXPECT_TRUE(shapes.emplace(t.name, t.ne).second) << "duplicate " << t.name;
+  }
+  for (int il = 0; il < 4; ++il) {
+    EXPECT_EQ(shapes[LayerTensorName(il, "attn_sinks.weight")], (std::vector<int64_t>{4})) << il;
+    EXPECT_EQ(shapes[LayerTensorName(il, "ffn_gate_exps.bias")], (std::vector<int64_t>{128, 4})) << il;
+    EXPECT_TRUE(shapes.count(LayerTensorName(il, "attn_q.bias"))) << il;
+    EXPECT_FALSE(shapes.count(LayerTensorName(il, "ffn_gate_shexp.weight"))) << il;
+  }
+  EXPECT_EQ(shapes["blk.0.ffn_down_exps.bias"], (std::vector<int64_t>{64, 4}));
+  EXPECT_EQ(shapes["blk.0.attn_q.weight"], (std::vector<int64_t>{64, 4 * 32}));
+  EXPECT_EQ(shapes["output.weight"], (std::vector<int64_t>{64, 1000}));
+  for (const auto& [key, values] : spec.bool_array_keys) {
+    EXPECT_NE(key, "attention.sliding_window_pattern") << "as the converter: the loader's default";
+  }
+
+  const uint64_t n = DescribeModel(Arch::kGptOss, Preset::kSmall, 128256).NumParameters();
+  EXPECT_GT(n, 600'000'000u);
+  EXPECT_LT(n, 750'000'000u);
+}
+
 TEST(MkmodelTest, DrawsAreSeededFiniteAndInRange) {
   const TensorSpec m = Matrix("blk.0.ffn_up.weight", 64, 32);
   const TensorSpec decay{"blk.0.ssm_a", {4096}, DType::kF32, Fill::NegLogUniform(0.01f, 2.0f)};
@@ -300,7 +327,7 @@ TEST_P(MkmodelArchTest, LogitsStayFiniteAndVaried) {
 
 INSTANTIATE_TEST_SUITE_P(AllArchs, MkmodelArchTest, ::testing::ValuesIn(kAllArchs),
                          [](const ::testing::TestParamInfo<Arch>& p) {
-                           return std::string(ArchName(p.param));
+                           return testing::ArchTestName(ArchName(p.param));
                          });
 
 TEST(MkmodelTest, MissingVocabIsNotFoundAndLeavesOldFileAlone) {

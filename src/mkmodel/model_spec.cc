@@ -31,12 +31,14 @@ ModelSpec DescribeModel(Arch arch, Preset preset, int64_t n_vocab) {
     case Arch::kQwen3Next: return DescribeQwen3Next(preset, n_vocab);
     case Arch::kGemma4: return DescribeGemma4(preset, n_vocab);
     case Arch::kGraniteHybrid: return DescribeGraniteHybrid(preset, n_vocab);
+    case Arch::kGptOss: return DescribeGptOss(preset, n_vocab);
   }
   return DescribeQwen3(preset, n_vocab);  // unreachable: every enumerator is handled
 }
 
 std::optional<VocabEdit> DescribeVocabEdit(Arch arch) {
   if (arch == Arch::kGraniteHybrid) return DescribeGraniteVocab();
+  if (arch == Arch::kGptOss) return DescribeGptOssVocab();
   return std::nullopt;
 }
 

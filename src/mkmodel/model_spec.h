@@ -74,7 +74,8 @@ struct SpecialToken {
 struct VocabEdit {
   std::string pre;                    // tokenizer.ggml.pre to write; empty: keep the vocab's
   std::vector<SpecialToken> tokens;   // take the ids of the vocab's control tokens, in order
-  std::string bos_eos;                // the text of the token that is both BOS and EOS
+  std::string bos;                    // the text of the BOS token
+  std::string eos;                    // the text of the EOS token (may be the BOS one)
   bool add_bos = false;               // tokenizer.ggml.add_bos_token
 };
 
@@ -87,9 +88,11 @@ ModelSpec DescribeQwen3(Preset preset, int64_t n_vocab);
 ModelSpec DescribeQwen3Next(Preset preset, int64_t n_vocab);
 ModelSpec DescribeGemma4(Preset preset, int64_t n_vocab);
 ModelSpec DescribeGraniteHybrid(Preset preset, int64_t n_vocab);
+ModelSpec DescribeGptOss(Preset preset, int64_t n_vocab);
 // nullopt: the vocab DefaultFiles names is the family's own, copied as it is.
 std::optional<VocabEdit> DescribeVocabEdit(Arch arch);
 VocabEdit DescribeGraniteVocab();
+VocabEdit DescribeGptOssVocab();
 
 // Helpers shared by the spec_*.cc files.
 // A weight matrix mapping n_in to n_out (or a stack of n_expert of them), F16, with the

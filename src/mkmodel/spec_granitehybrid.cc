@@ -149,7 +149,8 @@ VocabEdit DescribeGraniteVocab() {
   e.tokens = {{"<|end_of_text|>"},        {"<|start_of_role|>"},      {"<|end_of_role|>"},
               {"<tool_call>", false},     {"</tool_call>", false},    {"<tool_response>", false},
               {"</tool_response>", false}};
-  e.bos_eos = "<|end_of_text|>";
+  e.bos = "<|end_of_text|>";
+  e.eos = "<|end_of_text|>";
   e.add_bos = false;
   return e;
 }

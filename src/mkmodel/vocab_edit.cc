@@ -38,18 +38,21 @@ Status ApplyVocabEdit(const VocabEdit& edit, gguf_context* tokenizer) {
                            " control tokens; the family needs " + std::to_string(edit.tokens.size()));
   }
 
-  std::optional<uint32_t> bos_eos;
+  std::optional<uint32_t> bos;
+  std::optional<uint32_t> eos;
   for (size_t k = 0; k < control_ids.size(); ++k) {
     const size_t id = control_ids[k];
     if (k < edit.tokens.size()) {
       texts[id] = edit.tokens[k].text;
       types[id] = edit.tokens[k].control ? kControl : kUserDefined;
-      if (edit.tokens[k].text == edit.bos_eos) bos_eos = static_cast<uint32_t>(id);
+      if (edit.tokens[k].text == edit.bos) bos = static_cast<uint32_t>(id);
+      if (edit.tokens[k].text == edit.eos) eos = static_cast<uint32_t>(id);
     } else {
       texts[id] = "<|unused_" + std::to_string(k - edit.tokens.size()) + "|>";
     }
   }
-  if (!bos_eos) return InvalidArgument("the family's BOS/EOS token '" + edit.bos_eos + "' is not among its tokens");
+  if (!bos) return InvalidArgument("the family's BOS token '" + edit.bos + "' is not among its tokens");
+  if (!eos) return InvalidArgument("the family's EOS token '" + edit.eos + "' is not among its tokens");
 
   std::vector<const char*> pointers;
   pointers.reserve(n);
@@ -57,8 +60,8 @@ Status ApplyVocabEdit(const VocabEdit& edit, gguf_context* tokenizer) {
   gguf_set_arr_str(tokenizer, "tokenizer.ggml.tokens", pointers.data(), n);
   gguf_set_arr_data(tokenizer, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), n);
   if (!edit.pre.empty()) gguf_set_val_str(tokenizer, "tokenizer.ggml.pre", edit.pre.c_str());
-  gguf_set_val_u32(tokenizer, "tokenizer.ggml.bos_token_id", *bos_eos);
-  gguf_set_val_u32(tokenizer, "tokenizer.ggml.eos_token_id", *bos_eos);
+  gguf_set_val_u32(tokenizer, "tokenizer.ggml.bos_token_id", *bos);
+  gguf_set_val_u32(tokenizer, "tokenizer.ggml.eos_token_id", *eos);
   gguf_set_val_bool(tokenizer, "tokenizer.ggml.add_bos_token", edit.add_bos);
   return Status::Ok();
 }

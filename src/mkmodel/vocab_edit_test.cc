@@ -40,7 +40,8 @@ TEST(VocabEditTest, FamilyTokensTakeTheControlIdsAndTheRestAreUnused) {
   VocabEdit e;
   e.pre = "dbrx";
   e.tokens = {{"<|eos|>"}, {"<call>", false}};
-  e.bos_eos = "<|eos|>";
+  e.bos = "<|eos|>";
+  e.eos = "<|eos|>";
   ASSERT_TRUE(ApplyVocabEdit(e, g.get()).ok());
   EXPECT_EQ(TokenAt(g.get(), 0), "a");
   EXPECT_EQ(TokenAt(g.get(), 1), "<|eos|>");
@@ -60,7 +61,8 @@ TEST(VocabEditTest, TooFewControlTokensIsAnErrorAndChangesNothing) {
   auto g = SmallVocab();
   VocabEdit e;
   e.tokens = {{"<1>"}, {"<2>"}, {"<3>"}, {"<4>"}};
-  e.bos_eos = "<1>";
+  e.bos = "<1>";
+  e.eos = "<1>";
   EXPECT_EQ(ApplyVocabEdit(e, g.get()).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(TokenAt(g.get(), 1), "<|begin|>");
   EXPECT_LT(gguf_find_key(g.get(), "tokenizer.ggml.eos_token_id"), 0);
@@ -92,6 +94,39 @@ TEST(VocabEditTest, GraniteModelTokenizesItsTemplatesMarkers) {
   const std::vector<engine::Token> call = m.Tokenize("<tool_call>", false, true);
   ASSERT_EQ(call.size(), 1u);
   EXPECT_EQ(m.TokenPiece(call[0], /*render_special=*/false), "<tool_call>");
+  EXPECT_GT(m.Tokenize("<|eot_id|>", false, true).size(), 1u);
+  EXPECT_EQ(m.Tokenize("hello", /*add_bos=*/true, false).size(), 1u) << "no BOS";
+}
+
+// Harmony's markers are single tokens of the gpt-oss file mkmodel writes. A turn ends
+// where harmony ends one: <|return|> after the final answer, <|call|> after a tool call;
+// <|end|> closes a message (the analysis before the answer) and must not stop
+// generation. The marker the chat parser reads stay in the output.
+TEST(VocabEditTest, GptOssModelTokenizesHarmonysMarkersAndEndsTurnsWhereHarmonyDoes) {
+  const std::string dir = testing::MakeTempDir();
+  Options o;
+  o.arch = Arch::kGptOss;
+  o.vocab_path = testing::LlamaModelsDir() + "/" + std::string(DefaultFiles(o.arch).vocab);
+  o.template_path = testing::LlamaModelsDir() + "/" + std::string(DefaultFiles(o.arch).chat_template);
+  o.out_path = dir + "/gpt-oss.gguf";
+  ASSERT_TRUE(WriteModel(o).ok());
+  auto model = engine::Model::Load(o.out_path, {});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const engine::Model& m = **model;
+
+  auto single = [&](const char* marker) {
+    const std::vector<engine::Token> t = m.Tokenize(marker, /*add_bos=*/false, /*parse_special=*/true);
+    EXPECT_EQ(t.size(), 1u) << marker;
+    return t.empty() ? engine::Token{-1} : t[0];
+  };
+  for (const char* marker : {"<|return|>", "<|call|>", "<|endoftext|>"}) {
+    EXPECT_TRUE(m.IsEndOfGeneration(single(marker))) << marker;
+  }
+  for (const char* marker : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"}) {
+    const engine::Token t = single(marker);
+    EXPECT_FALSE(m.IsEndOfGeneration(t)) << marker;
+    EXPECT_EQ(m.TokenPiece(t, /*render_special=*/false), marker) << "read by the chat parser";
+  }
   EXPECT_GT(m.Tokenize("<|eot_id|>", false, true).size(), 1u);
   EXPECT_EQ(m.Tokenize("hello", /*add_bos=*/true, false).size(), 1u) << "no BOS";
 }

@@ -1,7 +1,8 @@
 // Warm equals cold: a prompt resumed from the prefix cache, from each tier, gives the
 // same logits as a full recompute of the same tokens, on every family's test model:
 // Gated DeltaNet hybrids (qwen35, qwen35moe, qwen3next), sliding-window attention
-// interleaved with global layers (gemma4, window 32: shorter than the prompts), a Mamba-2
+// interleaved with global layers (gemma4, window 32: shorter than the prompts; gpt-oss,
+// the same window alternating with full layers, attention sinks and MoE), a Mamba-2
 // hybrid (granitehybrid) and attention only (qwen3).
 #include <gtest/gtest.h>
 
@@ -219,8 +220,9 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,
-                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid"),
-                         [](const auto& p) { return std::string(p.param); });
+                         ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid",
+                                           "gpt-oss"),
+                         [](const auto& p) { return testing::ArchTestName(p.param); });
 
 }  // namespace
 }  // namespace hearth::server

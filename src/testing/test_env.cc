@@ -37,6 +37,12 @@ std::string TestModelPath(std::string_view arch) {
   return std::string(HEARTH_TESTDATA) + "/tiny-" + std::string(arch) + ".gguf";
 }
 
+std::string ArchTestName(std::string_view arch) {
+  std::string name(arch);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 std::string LlamaBinDir() { return HEARTH_LLAMA_BIN; }
 std::string LlamaModelsDir() { return HEARTH_LLAMA_MODELS; }
 std::string HearthBin() { return HEARTH_BIN; }

@@ -18,6 +18,9 @@ namespace hearth::testing {
 
 // <build>/testdata/tiny-<arch>.gguf
 std::string TestModelPath(std::string_view arch);
+// `arch` as a test parameter's name, which may hold only letters, digits and '_'
+// ("gpt-oss" -> "gpt_oss").
+std::string ArchTestName(std::string_view arch);
 // Directory with llama.cpp's own tools (llama-completion, llama-server, ...).
 std::string LlamaBinDir();
 // llama.cpp's source models/ directory (vocab files, templates/).
