@@ -133,6 +133,7 @@ struct EngineStats {
   int64_t background_skipped = 0;  // of those, held already or overtaken by their request
   int64_t shadow_tokens = 0;       // fed to shadow sequences
   int64_t shadow_tokens_with_decode = 0;  // of those, fed in the reply's decode steps
+  int64_t shadow_renders = 0;      // replies so far handed to the renderer for a target
   int64_t shadows_kept = 0;        // given to the cache when their reply ended
   int64_t shadows_dropped = 0;     // released: the reply went elsewhere, or room ran out
   cache::CacheStats cache;

@@ -70,6 +70,10 @@ void EngineLoop::PostShadowProgress(Slot& slot) {
   }
   sh.posted = {phase, mark};
   sh.posted_at = slot.generated.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.shadow_renders++;
+  }
   api::Completion partial;
   partial.content = out.content;
   partial.reasoning = out.reasoning;

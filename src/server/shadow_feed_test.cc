@@ -18,6 +18,7 @@ struct Turn {
   int64_t shadow_tokens = 0;       // fed during the first request, its end included
   int64_t with_decode = 0;         // of those, in its decode steps
   int64_t kept = 0;                // shadows given to the cache
+  int64_t renders = 0;             // targets asked for during the first request
   int follow_up_prefilled = 0;     // the follow-up's prompt tokens computed
   int follow_up_new = 0;           // ... and its own new tokens (message and glue)
 };
@@ -47,6 +48,7 @@ Turn RunTurn(ShadowFeed feed) {
   out.shadow_tokens = after.shadow_tokens - before.shadow_tokens;
   out.with_decode = after.shadow_tokens_with_decode - before.shadow_tokens_with_decode;
   out.kept = after.shadows_kept - before.shadows_kept;
+  out.renders = after.shadow_renders - before.shadow_renders;
   messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
   const size_t carried = messages.size();
   messages.push_back({{"role", "user"}, {"content", "Why?"}});
@@ -72,6 +74,8 @@ Turn RunTurn(ShadowFeed feed) {
 TEST(ShadowFeedTest, AfterReplyFeedsNothingBesideTheDecodeAndStillPreparesTheNextTurn) {
   const Turn t = RunTurn(ShadowFeed::kAfterReply);
   EXPECT_EQ(t.with_decode, 0);
+  // A target per phase, then one every 16 tokens: not one per word.
+  EXPECT_LE(t.renders, 2 + 40 / 16) << "renders";
   EXPECT_GT(t.shadow_tokens, 16) << "the re-rendered reply goes in when it ends";
   EXPECT_EQ(t.kept, 1);
   EXPECT_LE(t.follow_up_prefilled, t.follow_up_new + 8) << "new " << t.follow_up_new;
@@ -80,6 +84,7 @@ TEST(ShadowFeedTest, AfterReplyFeedsNothingBesideTheDecodeAndStillPreparesTheNex
 TEST(ShadowFeedTest, WithDecodeFeedsTheShadowBesideTheDecode) {
   const Turn t = RunTurn(ShadowFeed::kWithDecode);
   EXPECT_GE(t.with_decode, 16);
+  EXPECT_GT(t.renders, 2 + 40 / 16) << "a fresh target whenever more of the reply is stable";
   EXPECT_GT(t.with_decode, t.shadow_tokens - t.with_decode) << "most of it beside the decode, the rest at the end";
   EXPECT_EQ(t.kept, 1);
   EXPECT_LE(t.follow_up_prefilled, t.follow_up_new + 8) << "new " << t.follow_up_new;
