@@ -227,6 +227,12 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
       ->check(CLI::PositiveNumber)
       ->group(kCache);
   cmd.add_flag("!--no-warm-ahead", f.http.warm_ahead, "do not prepare the next turn while idle")->group(kCache);
+  cmd.add_option("--shadow-prefill", f.shadow_prefill,
+                 "where the next turn's form of a reply is prefilled while the reply decodes: with-decode (a few "
+                 "tokens beside each decode step), after-reply (when it ends, then warm-ahead), off, or auto "
+                 "(with-decode on a GPU build, after-reply on a CPU-only one)")
+      ->capture_default_str()
+      ->group(kCache);
   cmd.add_flag("!--no-cache", f.engine.prefix_cache,
                "no prefix cache at all (every prompt computed in full): a baseline for measuring the cache")
       ->group(kCache);
@@ -263,6 +269,15 @@ Status FinishServeFlags(ServeFlags& f) {
   auto fa = engine::ParseFlashAttn(f.flash_attn);
   if (!fa.ok()) return InvalidArgument("-fa/--flash-attn: " + fa.status().message());
   f.engine.context.flash_attn = *fa;
+  if (f.shadow_prefill == "off") {
+    f.engine.shadow_prefill = false;
+  } else if (f.shadow_prefill == "with-decode") {
+    f.engine.shadow_feed = server::ShadowFeed::kWithDecode;
+  } else if (f.shadow_prefill == "after-reply") {
+    f.engine.shadow_feed = server::ShadowFeed::kAfterReply;
+  } else if (f.shadow_prefill != "auto") {
+    return InvalidArgument("--shadow-prefill takes with-decode, after-reply, off or auto; got '" + f.shadow_prefill + "'");
+  }
   f.model.devices = SplitList(f.devices);
   if (!f.devices.empty() && f.model.devices.empty()) return InvalidArgument("-dev/--device names no device");
   f.model.rpc_servers = SplitList(f.rpc_servers);

@@ -49,6 +49,7 @@ struct ServeFlags {
   // Raw text of flags parsed after CLI11 (see Finish).
   std::string n_gpu_layers = "all";
   std::string flash_attn = "auto";
+  std::string shadow_prefill = "auto";
   std::string chat_template_kwargs;
   std::string tensor_split;
   std::string devices;

@@ -83,6 +83,26 @@ TEST(ServeFlagsTest, NPredictIsTheDefaultMaxTokens) {
   EXPECT_FALSE(f.http.chat_defaults.max_tokens.has_value());
 }
 
+TEST(ServeFlagsTest, ShadowPrefillChoosesWhereShadowsAreFed) {
+  {
+    ServeFlags f;
+    ASSERT_TRUE(Parse({"-m", "model.gguf"}, f).ok());
+    EXPECT_TRUE(f.engine.shadow_prefill);
+    EXPECT_FALSE(f.engine.shadow_feed.has_value());  // auto: the engine's default for its backend
+  }
+  for (const auto& [value, feed] : {std::pair{"with-decode", server::ShadowFeed::kWithDecode},
+                                    std::pair{"after-reply", server::ShadowFeed::kAfterReply}}) {
+    ServeFlags f;
+    ASSERT_TRUE(Parse({"-m", "model.gguf", "--shadow-prefill", value}, f).ok()) << value;
+    EXPECT_TRUE(f.engine.shadow_prefill);
+    EXPECT_EQ(f.engine.shadow_feed, feed) << value;
+  }
+  ServeFlags off;
+  ASSERT_TRUE(Parse({"-m", "model.gguf", "--shadow-prefill", "off"}, off).ok());
+  EXPECT_FALSE(off.engine.shadow_prefill);
+  EXPECT_TRUE(off.http.warm_ahead);  // warm-ahead after the reply stays
+}
+
 TEST(ServeFlagsTest, UnsupportedLlamaServerFlagsAreRefusedByName) {
   for (const auto& args : std::vector<std::vector<std::string>>{{"--lora", "a.gguf"},
                                                                  {"-md", "draft.gguf"},
@@ -111,6 +131,7 @@ TEST(ServeFlagsTest, BadValuesNameTheirFlag) {
       {{"-c", "-5"}, "--ctx-size"},
       {{"-n", "0"}, "--n-predict"},
       {{"-n", "-2"}, "--n-predict"},
+      {{"--shadow-prefill", "sometimes"}, "--shadow-prefill"},
   };
   for (const auto& [args, flag] : cases) {
     ServeFlags f;

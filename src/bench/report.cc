@@ -76,7 +76,7 @@ std::string SummaryMarkdown(const std::vector<TurnRow>& rows, const std::vector<
     }
     if (servers.size() > 1) {
       s += "\n### Ratios against " + servers[0] + "\n\n"
-           "| scenario | server | follow-up TTFT p50 | e2e p50 | prefilled÷new |\n|---|---|---|---|---|\n";
+           "| scenario | server | follow-up TTFT p50 | e2e p50 | decode tok/s p50 | prefilled÷new |\n|---|---|---|---|---|---|\n";
       std::map<std::string, const GroupSummary*> base;
       for (const GroupSummary& g : groups) {
         if (g.server == servers[0]) base[g.scenario] = &g;
@@ -90,7 +90,8 @@ std::string SummaryMarkdown(const std::vector<TurnRow>& rows, const std::vector<
         };
         auto p50 = [](const std::optional<Spread>& sp) { return sp ? std::optional<double>(sp->p50) : std::nullopt; };
         s += "| " + g.scenario + " | " + g.server + " | " + ratio(p50(g.ttft_follow_up), p50(b.ttft_follow_up)) + " | " +
-             ratio(p50(g.e2e), p50(b.e2e)) + " | " + ratio(g.session_ratio, b.session_ratio) + " |\n";
+             ratio(p50(g.e2e), p50(b.e2e)) + " | " + ratio(p50(g.decode_tps), p50(b.decode_tps)) + " | " +
+             ratio(g.session_ratio, b.session_ratio) + " |\n";
       }
     }
     s += "\n### Per session\n\n| scenario | server | rep | session | prefilled | new | prefilled÷new | first missed turn |\n"

@@ -34,10 +34,11 @@ void PlanPrefill(const BatchCandidate& c, const BatchLimits& limits, int& budget
 // than eight (small model, one thread: 1 decode token 65 ms, +1 token 38 ms, +7 tokens
 // 113 ms). What is left when the reply ends is fed then, in one decode. Further behind
 // (a re-rendered tool loop), bigger chunks: the work must be done before the next turn
-// anyway, and next to a decode token it costs little on a GPU.
+// anyway, and next to a decode token it costs little on a GPU. Where it does not
+// (limits.shadows_in_steps false: a CPU), none at all.
 size_t PlanShadow(const ShadowCandidate& s, const BatchLimits& limits, int& budget, BatchPlan& plan) {
   const int k = limits.shadow_chunk;
-  if (s.unfed < k) return 0;
+  if (!limits.shadows_in_steps || s.unfed < k) return 0;
   const int chunk = s.unfed > 256 ? 4 * k : s.unfed > 64 ? 2 * k : k;
   size_t n = static_cast<size_t>(std::min({s.unfed, chunk, std::max(budget, 0)}));
   // Up to the next message end, where the shadow keeps a state.

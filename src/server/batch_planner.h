@@ -17,6 +17,7 @@
 //     ask for logits, and none is planned while a request prefills.
 //  5. A request's last prompt token, and every decode token, asks for logits; its index
 //     in the plan is the slot's logits_index.
+//  6. Without limits.shadows_in_steps no shadow token is planned (shadow_tokens all 0).
 #pragma once
 
 #include <cstddef>
@@ -55,6 +56,10 @@ struct BatchLimits {
   int n_batch = 512;          // tokens per decode
   int background_chunk = 32;  // tokens per step for warm-ahead prefill
   int shadow_chunk = 8;       // the smallest shadow chunk; fewer waiting: none this step
+  // Whether shadows are fed in these steps, beside their replies' decode tokens (a shadow
+  // lives only while its reply decodes). false: they are fed when their reply ends
+  // (server::ShadowFeed::kAfterReply, where a step's every token costs compute).
+  bool shadows_in_steps = true;
 };
 
 struct PlannedToken {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -128,6 +129,25 @@ TEST(BatchPlannerTest, ShadowChunkEndsAtTheNextMessageEndAndWithinTheBudget) {
   const BatchPlan plan = PlanBatch(c, s2, {.n_batch = 6});
   EXPECT_EQ(plan.shadow_tokens[0], 4u);
   EXPECT_EQ(plan.tokens.size(), 6u);
+}
+
+// Where a step's every token costs compute (a CPU), shadows are not fed beside the decode:
+// the step carries the decode token and the prefill alone, however much a shadow waits.
+TEST(BatchPlannerTest, ShadowsStayOutOfTheStepsWhenNotFedInSteps) {
+  const auto target = Iota(600), g = Iota(3), p = Iota(40, 700);
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g), Prefilling(1, 1, p, 0)};
+  const std::vector<ShadowCandidate> s = {{.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 300}};
+  for (bool in_steps : {true, false}) {
+    const BatchPlan plan = PlanBatch(c, s, {.n_batch = 512, .shadow_chunk = 8, .shadows_in_steps = in_steps});
+    ASSERT_EQ(plan.shadow_tokens.size(), 1u);
+    EXPECT_EQ(plan.shadow_tokens[0], in_steps ? 32u : 0u);
+    EXPECT_EQ(plan.tokens.size(), 1u + 40u + plan.shadow_tokens[0]);
+    const auto on_shadow = std::count_if(plan.tokens.begin(), plan.tokens.end(), [](const auto& t) { return t.seq == 2; });
+    EXPECT_EQ(on_shadow, in_steps ? 32 : 0);
+  }
+  // Alone in a step too.
+  EXPECT_EQ(PlanBatch({}, s, {.n_batch = 512, .shadows_in_steps = false}).shadow_tokens.at(0), 0u);
+  EXPECT_TRUE(PlanBatch({}, s, {.n_batch = 512, .shadows_in_steps = false}).tokens.empty());
 }
 
 TEST(BatchPlannerTest, IdleSlotsPlanNothing) {

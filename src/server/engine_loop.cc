@@ -39,8 +39,13 @@ std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_n
   return cache_dir + "/states-" + StateScope(cache_namespace, layout);
 }
 
+ShadowFeed DefaultShadowFeed() { return engine::GpuOffloadBuilt() ? ShadowFeed::kWithDecode : ShadowFeed::kAfterReply; }
+
+const char* ShadowFeedName(ShadowFeed feed) { return feed == ShadowFeed::kWithDecode ? "with-decode" : "after-reply"; }
+
 EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) :
     model_(model), config_(std::move(config)), tasks_(config_.max_queued) {
+  if (!config_.shadow_feed) config_.shadow_feed = DefaultShadowFeed();
   slots_.resize(static_cast<size_t>(config_.n_parallel));
 }
 
@@ -255,7 +260,10 @@ void EngineLoop::BuildBatch() {
     if (slot->next_snapshot < snaps.size()) c.next_snapshot = static_cast<size_t>(snaps[slot->next_snapshot]);
     candidates.push_back(c);
   }
-  plan_ = PlanBatch(candidates, shadows, {.n_batch = config_.context.n_batch, .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor())});
+  plan_ = PlanBatch(candidates, shadows,
+                    {.n_batch = config_.context.n_batch,
+                     .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor()),
+                     .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode});
   batch_.Clear();
   for (const PlannedToken& t : plan_.tokens) batch_.Add(t.token, t.pos, t.seq, t.logits);
   for (const SlotPlan& sp : plan_.slots) {
@@ -316,6 +324,7 @@ void EngineLoop::CommitStep() {
   if (shadow_fed > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.shadow_tokens += shadow_fed;
+    stats_.shadow_tokens_with_decode += shadow_fed;
   }
   // Sample every slot before emitting any token: emitting may finish a request, and a
   // finishing shadow decodes its last tokens (DrainShadow), which replaces the logits.

@@ -59,6 +59,22 @@
 
 namespace hearth::server {
 
+// Where a shadow's tokens go (shadow.h; docs/cache.md, "Shadow prefill").
+enum class ShadowFeed {
+  // Beside the reply's decode steps, eight or more at a time, and the rest when the reply
+  // ends. Next to one decode token a few more cost little on a GPU.
+  kWithDecode,
+  // Only when the reply ends (DrainShadow, up to 64 tokens in one decode); warm-ahead
+  // prepares what is left in the idle time after. On a CPU every token of a step is
+  // computed, and with flash attention a step of 2-63 tokens costs several times per
+  // token what a 64-token step does: a shadow beside the decode slowed it by a third.
+  kAfterReply,
+};
+// kWithDecode where llama.cpp was built with a GPU backend (engine::GpuOffloadBuilt),
+// else kAfterReply.
+ShadowFeed DefaultShadowFeed();
+const char* ShadowFeedName(ShadowFeed feed);
+
 struct EngineConfig {
   engine::ContextOptions context;  // n_seq_max = n_parallel + device sequences kept for the cache
   int n_parallel = 2;              // requests decoded together
@@ -83,6 +99,7 @@ struct EngineConfig {
   bool verbose = false;            // one log line per request
   bool prefix_cache = true;        // false (--no-cache): no reuse, no snapshots, nothing kept; a baseline
   bool shadow_prefill = true;      // shadow.h; needs a progress callback
+  std::optional<ShadowFeed> shadow_feed;  // unset: DefaultShadowFeed()
   int shadow_wait_ms = 0;          // tests: wait this long for each shadow render, for determinism
   // Most positions one sequence may hold (server/context_size.h: the training context
   // when the cells exceed it). Unset: context.n_ctx.
@@ -115,6 +132,8 @@ struct EngineStats {
   int64_t background_tokens = 0;
   int64_t background_skipped = 0;  // of those, held already or overtaken by their request
   int64_t shadow_tokens = 0;       // fed to shadow sequences
+  int64_t shadow_tokens_with_decode = 0;  // of those, fed in the reply's decode steps
+  int64_t shadow_renders = 0;      // replies so far handed to the renderer for a target
   int64_t shadows_kept = 0;        // given to the cache when their reply ended
   int64_t shadows_dropped = 0;     // released: the reply went elsewhere, or room ran out
   cache::CacheStats cache;

@@ -45,14 +45,23 @@ void EngineLoop::StartShadow(Slot& slot) {
 }
 
 // Hands the reply so far to the renderer when more of it became stable (targets end
-// there, see StableTextLength) and no render is in flight.
+// there, see StableTextLength) and no render is in flight. Fed only when the reply ends
+// (ShadowFeed::kAfterReply), the shadow needs a recent target then, not one per token:
+// within a phase (reasoning, content, tool calls) one every kAfterReplyRenderTokens
+// tokens. Each render is a pass of Jinja over the whole conversation on the worker
+// thread, which shares the CPU with the decode.
 void EngineLoop::PostShadowProgress(Slot& slot) {
+  constexpr size_t kAfterReplyRenderTokens = 16;
   Slot::Shadow& sh = *slot.shadow;
   const auto& out = slot.parser->output();
   const int phase = !out.tool_calls.empty() ? 2 : !out.content.empty() ? 1 : 0;
   const std::string& growing = phase == 0 ? out.reasoning : out.content;
   const size_t mark = phase == 2 ? out.tool_calls.size() : StableTextLength(growing);
   if (std::pair(phase, mark) == sh.posted) return;
+  if (config_.shadow_feed == ShadowFeed::kAfterReply && phase == sh.posted.first &&
+      slot.generated.size() < sh.posted_at + kAfterReplyRenderTokens) {
+    return;
+  }
   auto mailbox = sh.mailbox;
   {
     std::lock_guard<std::mutex> lock(mailbox->mu);
@@ -60,6 +69,11 @@ void EngineLoop::PostShadowProgress(Slot& slot) {
     mailbox->busy = true;
   }
   sh.posted = {phase, mark};
+  sh.posted_at = slot.generated.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.shadow_renders++;
+  }
   api::Completion partial;
   partial.content = out.content;
   partial.reasoning = out.reasoning;

@@ -6,8 +6,10 @@
 // reply. So while a chat reply is generated, a second sequence, forked at the start of
 // generation, is fed the reply as the next request will carry it (re-rendered by the
 // template: think scaffold dropped, content trimmed), eight tokens at a time in the same
-// batch as a decode step. When the reply ends, the rest (the last words and the closing
-// tokens) goes in one decode.
+// batch as a decode step where that costs little (ShadowFeed::kWithDecode, a GPU). When
+// the reply ends, the rest (the last words and the closing tokens; with
+// ShadowFeed::kAfterReply, the default on a CPU, all of it up to 64 tokens) goes in one
+// decode.
 //
 // Who does what:
 //   - the engine loop starts the shadow once the request's first token is out, posts the

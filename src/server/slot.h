@@ -58,6 +58,7 @@ struct Slot {
     int reseeds = 0;                    // times it started over at an earlier boundary
     std::string fed_content, fed_reasoning;  // basis of the target the last fed tokens came from
     std::pair<int, size_t> posted{-1, 0};  // what the last render was asked for (phase, stable length)
+    size_t posted_at = 0;               // generated tokens when it was asked for
   };
   std::optional<Shadow> shadow;
   bool shadow_due = false;  // the prompt reached the fork; the shadow starts after the first token
