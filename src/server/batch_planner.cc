@@ -35,17 +35,30 @@ void PlanPrefill(const BatchCandidate& c, const BatchLimits& limits, int& budget
 // 113 ms). What is left when the reply ends is fed then, in one decode. Further behind
 // (a re-rendered tool loop), bigger chunks: the work must be done before the next turn
 // anyway, and next to a decode token it costs little on a GPU. Where it does not
-// (limits.shadows_in_steps false: a CPU), none at all.
+// (limits.shadows_in_steps false: a CPU), only whole background chunks (one flash-attention
+// tile) while two or more wait, as a re-rendered tool loop does: per token those cost what
+// the next turn's own prefill would, and the drain at the reply's end takes at most one.
 size_t PlanShadow(const ShadowCandidate& s, const BatchLimits& limits, int& budget, BatchPlan& plan) {
-  const int k = limits.shadow_chunk;
-  if (!limits.shadows_in_steps || s.unfed < k) return 0;
-  const int chunk = s.unfed > 256 ? 4 * k : s.unfed > 64 ? 2 * k : k;
-  size_t n = static_cast<size_t>(std::min({s.unfed, chunk, std::max(budget, 0)}));
-  // Up to the next message end, where the shadow keeps a state.
   const size_t at = s.n_held;
-  if (auto next = std::upper_bound(s.message_ends.begin(), s.message_ends.end(), static_cast<int32_t>(at));
-      next != s.message_ends.end() && static_cast<size_t>(*next) < at + n) {
-    n = static_cast<size_t>(*next) - at;
+  const auto next_end = [&](size_t from) {
+    auto it = std::upper_bound(s.message_ends.begin(), s.message_ends.end(), static_cast<int32_t>(from));
+    return it == s.message_ends.end() ? SIZE_MAX : static_cast<size_t>(*it);
+  };
+  size_t n = 0;
+  if (limits.shadows_in_steps) {
+    const int k = limits.shadow_chunk;
+    if (s.unfed < k) return 0;
+    const int chunk = s.unfed > 256 ? 4 * k : s.unfed > 64 ? 2 * k : k;
+    n = static_cast<size_t>(std::min({s.unfed, chunk, std::max(budget, 0)}));
+    // Up to the next message end, where the shadow keeps a state.
+    if (const size_t end = next_end(at); end < at + n) n = end - at;
+  } else {
+    const int tile = limits.background_chunk;
+    if (s.unfed < 2 * tile || budget < 2 * tile) return 0;
+    n = static_cast<size_t>(tile);
+    // A message end within the next tile ends this chunk instead, for the state kept
+    // there; ends closer than a tile are passed (a shorter chunk costs a whole tile).
+    if (const size_t end = next_end(at + n - 1); end < at + 2 * n) n = end - at;
   }
   for (size_t i = 0; i < n; ++i) Add(plan, s.target[at + i], static_cast<engine::Pos>(at + i), s.seq, false);
   budget -= static_cast<int>(n);

@@ -57,8 +57,9 @@ struct BatchLimits {
   int background_chunk = 32;  // tokens per step for warm-ahead prefill
   int shadow_chunk = 8;       // the smallest shadow chunk; fewer waiting: none this step
   // Whether shadows are fed in these steps, beside their replies' decode tokens (a shadow
-  // lives only while its reply decodes). false: they are fed when their reply ends
-  // (server::ShadowFeed::kAfterReply, where a step's every token costs compute).
+  // lives only while its reply decodes). false (server::ShadowFeed::kAfterReply, where a
+  // step's every token costs compute): only in whole background chunks while two or more
+  // wait, the rest when their reply ends.
   bool shadows_in_steps = true;
 };
 

@@ -136,18 +136,32 @@ TEST(BatchPlannerTest, ShadowChunkEndsAtTheNextMessageEndAndWithinTheBudget) {
 TEST(BatchPlannerTest, ShadowsStayOutOfTheStepsWhenNotFedInSteps) {
   const auto target = Iota(600), g = Iota(3), p = Iota(40, 700);
   const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g), Prefilling(1, 1, p, 0)};
-  const std::vector<ShadowCandidate> s = {{.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 300}};
+  const std::vector<ShadowCandidate> s = {{.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 100}};
   for (bool in_steps : {true, false}) {
-    const BatchPlan plan = PlanBatch(c, s, {.n_batch = 512, .shadow_chunk = 8, .shadows_in_steps = in_steps});
+    const BatchPlan plan =
+        PlanBatch(c, s, {.n_batch = 512, .background_chunk = 64, .shadow_chunk = 8, .shadows_in_steps = in_steps});
     ASSERT_EQ(plan.shadow_tokens.size(), 1u);
-    EXPECT_EQ(plan.shadow_tokens[0], in_steps ? 32u : 0u);
+    EXPECT_EQ(plan.shadow_tokens[0], in_steps ? 16u : 0u) << "fewer than two tiles wait: the drain feeds them";
     EXPECT_EQ(plan.tokens.size(), 1u + 40u + plan.shadow_tokens[0]);
     const auto on_shadow = std::count_if(plan.tokens.begin(), plan.tokens.end(), [](const auto& t) { return t.seq == 2; });
-    EXPECT_EQ(on_shadow, in_steps ? 32 : 0);
+    EXPECT_EQ(on_shadow, in_steps ? 16 : 0);
   }
-  // Alone in a step too.
-  EXPECT_EQ(PlanBatch({}, s, {.n_batch = 512, .shadows_in_steps = false}).shadow_tokens.at(0), 0u);
-  EXPECT_TRUE(PlanBatch({}, s, {.n_batch = 512, .shadows_in_steps = false}).tokens.empty());
+}
+
+// Not fed in steps (a CPU), a shadow far behind (a re-rendered tool loop) still goes in
+// whole tiles, ending at a message end only where that leaves a tile or more.
+TEST(BatchPlannerTest, ShadowsFarBehindGoInWholeTilesWhenNotFedInSteps) {
+  const auto target = Iota(600), g = Iota(3);
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g)};
+  const BatchLimits cpu{.n_batch = 512, .background_chunk = 64, .shadows_in_steps = false};
+  const auto planned = [&](std::vector<int32_t> ends) {
+    const std::vector<ShadowCandidate> s = {
+        {.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 300, .message_ends = std::move(ends)}};
+    return PlanBatch(c, s, cpu).shadow_tokens.at(0);
+  };
+  EXPECT_EQ(planned({}), 64u);
+  EXPECT_EQ(planned({40, 100}), 90u) << "past the end at 40, to the one at 100";
+  EXPECT_EQ(planned({40, 200}), 64u) << "no end within the next tile: one tile";
 }
 
 TEST(BatchPlannerTest, IdleSlotsPlanNothing) {

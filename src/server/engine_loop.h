@@ -64,10 +64,12 @@ enum class ShadowFeed {
   // Beside the reply's decode steps, eight or more at a time, and the rest when the reply
   // ends. Next to one decode token a few more cost little on a GPU.
   kWithDecode,
-  // Only when the reply ends (DrainShadow, up to 64 tokens in one decode); warm-ahead
-  // prepares what is left in the idle time after. On a CPU every token of a step is
-  // computed, and with flash attention a step of 2-63 tokens costs several times per
-  // token what a 64-token step does: a shadow beside the decode slowed it by a third.
+  // When the reply ends (DrainShadow, up to 64 tokens in one decode), and beside the
+  // decode only in whole background chunks (64 tokens) while two or more wait (a
+  // re-rendered tool loop); warm-ahead prepares what is left in the idle time after. On
+  // a CPU every token of a step is computed, and with flash attention a step of 2-63
+  // tokens costs several times per token what a 64-token step does: a shadow fed 8 at a
+  // time beside the decode slowed it by a third.
   kAfterReply,
 };
 // kWithDecode where llama.cpp was built with a GPU backend (engine::GpuOffloadBuilt),
