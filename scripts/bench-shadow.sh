@@ -20,6 +20,7 @@ preset=${PRESET:-tiny}
 out=${OUT:-$root/bench-results/shadow-$(date +%Y%m%d-%H%M%S)}
 read -r -a policies <<<"${POLICIES:-after-reply with-decode off}"
 read -r -a think <<<"${THINK_MS:-0 2000}"
+(( ${#policies[@]} > 0 )) || { echo "bench-shadow: POLICIES names no policy" >&2; exit 1; }
 [[ -x "$hearth" ]] || { echo "bench-shadow: build hearth first (make build), or set HEARTH" >&2; exit 1; }
 mkdir -p "$out"
 model=${MODEL:-$out/$preset-qwen35.gguf}
@@ -39,7 +40,7 @@ read -r -a extra <<<"${HEARTH_FLAGS:-}"
 flags=(-c "${CTX:-8192}" -P "${SLOTS:-2}" -t "${THREADS:-1}" ${extra[@]+"${extra[@]}"})
 urls=() labels=()
 port=18180
-for policy in "${policies[@]}"; do
+for policy in ${policies[@]+"${policies[@]}"}; do
   port=$(free_port $((port + 1)))
   "$hearth" serve -m "$model" --port "$port" "${flags[@]}" --shadow-prefill "$policy" >"$out/hearth-$policy.log" 2>&1 &
   pids+=("$!")
@@ -50,9 +51,9 @@ done
 compare=()
 for u in "${urls[@]:1}"; do compare+=(--compare "$u"); done
 
-for ms in "${think[@]}"; do
-  echo "bench-shadow: ${policies[*]}, think ${ms} ms" >&2
-  "$hearth" bench "${urls[0]}" ${compare[@]+"${compare[@]}"} "${labels[@]}" --alternate session \
+for ms in ${think[@]+"${think[@]}"}; do
+  echo "bench-shadow: ${policies[*]:-}, think ${ms} ms" >&2
+  "$hearth" bench "${urls[0]}" ${compare[@]+"${compare[@]}"} ${labels[@]+"${labels[@]}"} --alternate session \
     --scenario "${SCENARIOS:-chat,agent}" --turns "${TURNS:-6}" --reps "${REPS:-2}" --sessions 1 \
     --max-tokens "${MAX_TOKENS:-64}" --think-ms "$ms" --render-model "$model" --model-file "$model" \
     --env "hearth_flags=${flags[*]}" --env "think_ms=$ms" --no-plots --no-turn-table \
