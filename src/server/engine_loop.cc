@@ -127,11 +127,7 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
 }
 
 EngineStats EngineLoop::stats() const {
-  EngineStats s;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    s = stats_;
-  }
+  EngineStats s = stats_.Read();
   s.queued = tasks_.n_requests();
   return s;
 }
@@ -157,6 +153,7 @@ void EngineLoop::Step() {
   DropCancelled();
   AdmitQueued();
   DropCancelled();
+  stats_.Update([&](EngineStats& s) { s.slots_busy = BusySlots(); });
   BuildBatch();
   if (batch_.empty()) {
     // Idle: the next request should find a sequence free rather than wait while an
@@ -210,14 +207,20 @@ Status EngineLoop::DecodeMakingRoom() {
   return s;
 }
 
+int EngineLoop::BusySlots() const {
+  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
+}
+
 bool EngineLoop::WaitForWork() {
-  const bool busy = !paused_.empty() ||
-                    std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; });
+  const bool busy = !paused_.empty() || BusySlots() > 0;
+  stats_.Update([&](EngineStats& s) {
+    s.decode_calls += batch_.empty() ? 0 : 1;
+    s.slots_busy = BusySlots();
+    s.cache = cache_->stats();
+    if (shared_) s.shared = shared_->stats();
+  });
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.decode_calls += batch_.empty() ? 0 : 1;
-    stats_.cache = cache_->stats();
-    if (shared_) stats_.shared = shared_->stats();
+    std::lock_guard<std::mutex> lock(summary_mu_);
     // The tree's summary walks every node: while busy, a few times a second is enough.
     const auto now = Clock::now();
     if (!busy || now - summary_refreshed_ > std::chrono::milliseconds(250)) {
@@ -322,9 +325,10 @@ void EngineLoop::CommitStep() {
     KeepShadowStateAtMessageEnd(*slot);
   }
   if (shadow_fed > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.shadow_tokens += shadow_fed;
-    stats_.shadow_tokens_with_decode += shadow_fed;
+    stats_.Update([&](EngineStats& s) {
+      s.shadow_tokens += shadow_fed;
+      s.shadow_tokens_with_decode += shadow_fed;
+    });
   }
   // Sample every slot before emitting any token: emitting may finish a request, and a
   // finishing shadow decodes its last tokens (DrainShadow), which replaces the logits.
@@ -343,10 +347,11 @@ void EngineLoop::CommitStep() {
     if (slot->generated.empty()) {
       first_tokens.push_back(i);
       slot->t_prefilled = slot->t_first_token = Clock::now();
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.prompt_tokens += static_cast<int64_t>(slot->task.prompt.size());
-      stats_.prompt_tokens_cached += slot->n_cached;
-      stats_.prompt_tokens_prefilled += static_cast<int64_t>(slot->task.prompt.size()) - slot->n_cached;
+      stats_.Update([&](EngineStats& s) {
+        s.prompt_tokens += static_cast<int64_t>(slot->task.prompt.size());
+        s.prompt_tokens_cached += slot->n_cached;
+        s.prompt_tokens_prefilled += static_cast<int64_t>(slot->task.prompt.size()) - slot->n_cached;
+      });
     }
     sampled.emplace_back(slot.get(), slot->sampler->Sample(*ctx_, *slot->logits_index));
   }

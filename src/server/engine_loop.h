@@ -51,6 +51,7 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "server/batch_planner.h"
+#include "server/engine_stats.h"
 #include "server/request_log.h"
 #include "server/request_stream.h"
 #include "server/slot.h"
@@ -116,32 +117,6 @@ std::string StateScope(const std::string& cache_namespace, const std::string& la
 // <cache_dir>/states-<StateScope>: where the disk tier of one model and layout lives.
 std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_namespace, const std::string& layout);
 
-struct EngineStats {
-  int64_t requests_finished = 0;
-  int64_t requests_cancelled = 0;
-  int64_t requests_failed = 0;
-  int64_t requests_paused = 0;     // paused when requests running together outgrew the KV cells
-  int64_t requests_requeued = 0;   // prefills put back in the queue for KV room (progress kept)
-  int64_t prompt_tokens = 0;
-  int64_t prompt_tokens_cached = 0;
-  int64_t prompt_tokens_prefilled = 0;
-  int64_t generated_tokens = 0;
-  int64_t decode_calls = 0;
-  int slots_busy = 0;
-  int queued = 0;
-  int64_t volatile_spans = 0;
-  int64_t background_tasks = 0;    // warm-ahead tasks done, skipped ones included
-  int64_t background_tokens = 0;
-  int64_t background_skipped = 0;  // of those, held already or overtaken by their request
-  int64_t shadow_tokens = 0;       // fed to shadow sequences
-  int64_t shadow_tokens_with_decode = 0;  // of those, fed in the reply's decode steps
-  int64_t shadow_renders = 0;      // replies so far handed to the renderer for a target
-  int64_t shadows_kept = 0;        // given to the cache when their reply ended
-  int64_t shadows_dropped = 0;     // released: the reply went elsewhere, or room ran out
-  cache::CacheStats cache;
-  std::optional<cache::SharedStats> shared;  // the shared tier's, with --cache-redis
-};
-
 class EngineLoop {
  public:
   // `model` must outlive the loop.
@@ -201,6 +176,7 @@ class EngineLoop {
   void Step();
   void FailInFlight(const Status& error);
   bool WaitForWork();
+  int BusySlots() const;  // slots holding a request
   void BuildBatch();
   Status DecodeMakingRoom();
   void AdvanceProgress();
@@ -231,7 +207,6 @@ class EngineLoop {
   void EmitToken(Slot& slot, engine::Token token);
   void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
   api::Completion CompleteOutput(Slot& slot, api::FinishReason reason, std::string stop_sequence);
-  void CountSkippedBackground(int64_t n);  // REQUIRES: mu_ held
   void FailSlot(Slot& slot, const Status& error);
   void Release(Slot& slot, bool keep_in_cache);
   void HoldNewest(Slot& slot, std::span<const engine::Token> tokens);
@@ -269,10 +244,10 @@ class EngineLoop {
   std::chrono::steady_clock::time_point last_busy_;          // the last step that decoded
   bool wait_for_room_ = false;  // a prefill went back to the queue for room; none has ended since
 
-  mutable std::mutex mu_;
-  std::shared_ptr<const cache::CacheSummary> cache_summary_;  // guarded by mu_; refreshed by the loop when idle, else every 250 ms
+  mutable std::mutex summary_mu_;
+  std::shared_ptr<const cache::CacheSummary> cache_summary_;  // guarded by summary_mu_; refreshed by the loop when idle, else every 250 ms
   RequestLog recent_;          // its own lock
-  EngineStats stats_;          // guarded by mu_; queued is read from tasks_
+  StatsBoard stats_;           // its own lock; queued is read from tasks_ when read
   std::thread thread_;
 };
 

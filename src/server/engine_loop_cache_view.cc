@@ -1,6 +1,6 @@
 // What GET /v1/cache shows of the engine: the cache summary the loop publishes, and the
 // requests it finished. Kept apart from the loop proper: the loop only calls Summarize
-// (on its own thread, publishing the result under mu_) and RecordRequest.
+// (on its own thread, publishing the result under summary_mu_) and RecordRequest.
 #include <xxhash.h>
 
 #include <chrono>
@@ -25,7 +25,7 @@ cache::CacheSummary EngineLoop::Summarize() const {
 }
 
 std::shared_ptr<const cache::CacheSummary> EngineLoop::CacheSnapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(summary_mu_);
   return cache_summary_;
 }
 

@@ -55,12 +55,6 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
   }
 }
 
-// A skipped warm-ahead task counts as a task too. Holds mu_.
-void EngineLoop::CountSkippedBackground(int64_t n) {
-  stats_.background_tasks += n;
-  stats_.background_skipped += n;
-}
-
 // The reply is over: whatever the detokenizer, stop matcher and parser still hold goes
 // out (unless a stop string ended the text), and the completion is what was streamed.
 api::Completion EngineLoop::CompleteOutput(Slot& slot, api::FinishReason reason, std::string stop_sequence) {
@@ -95,21 +89,19 @@ api::Completion EngineLoop::CompleteOutput(Slot& slot, api::FinishReason reason,
 void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence) {
   if (slot.task.background) {
     slot.stream->PushDone({});
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.background_tasks++;
-      stats_.background_tokens += static_cast<int64_t>(slot.n_prompt_done) - slot.n_cached;
-    }
+    stats_.Update([&](EngineStats& s) {
+      s.background_tasks++;
+      s.background_tokens += static_cast<int64_t>(slot.n_prompt_done) - slot.n_cached;
+    });
     Release(slot, /*keep_in_cache=*/true);
     return;
   }
   api::Completion c = CompleteOutput(slot, reason, std::move(stop_sequence));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.requests_finished++;
-    if (reason == api::FinishReason::kCancelled) stats_.requests_cancelled++;
-    stats_.generated_tokens += static_cast<int64_t>(slot.generated.size());
-  }
+  stats_.Update([&](EngineStats& s) {
+    s.requests_finished++;
+    if (reason == api::FinishReason::kCancelled) s.requests_cancelled++;
+    s.generated_tokens += static_cast<int64_t>(slot.generated.size());
+  });
   LogRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
   RecordRequest(slot, reason == api::FinishReason::kCancelled ? "cancelled" : "done");
   // A cut-off client sends back what it received, not what was generated after.
@@ -190,10 +182,7 @@ api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
 }
 
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.requests_failed++;
-  }
+  stats_.Update([](EngineStats& s) { s.requests_failed++; });
   std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
   if (!slot.task.background) RecordRequest(slot, "failed");
   EndShadow(slot, nullptr, "request failed");
@@ -221,8 +210,7 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
   for (auto& s : slots_) {
     if (s.get() == &slot) s.reset();  // destroys `slot`
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.slots_busy--;
+  stats_.Update([&](EngineStats& s) { s.slots_busy = BusySlots(); });
 }
 
 // One line per request: what was reused and from where, what was computed, and why

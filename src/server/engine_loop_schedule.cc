@@ -39,9 +39,7 @@ bool EngineLoop::RequeueYoungestPrefill() {
   }
   tasks_.PushFront(std::move(q));
   wait_for_room_ = true;
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.slots_busy--;
-  stats_.requests_requeued++;
+  stats_.Update([](EngineStats& s) { s.requests_requeued++; });
   return true;
 }
 
@@ -69,8 +67,7 @@ bool EngineLoop::PauseYoungestGenerating() {
   }
   std::fprintf(stderr, "hearth: paused a request at %zu tokens: the requests running together outgrew the KV cache "
                "(--ctx-size %d); it resumes when the older ones are done\n", decoded.size(), config_.context.n_ctx);
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.requests_paused++;
+  stats_.Update([](EngineStats& s) { s.requests_paused++; });
   return true;
 }
 
@@ -259,8 +256,6 @@ bool EngineLoop::Admit(Queued q, size_t slot_index) {
   slot->t_admitted = Clock::now();
   slot->shadow_due = static_cast<int32_t>(slot->n_prompt_done) == ShadowFork(slot->task) && config_.prefix_cache;
   slots_[slot_index] = std::move(slot);
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.slots_busy++;
   return true;
 }
 
@@ -279,8 +274,7 @@ void EngineLoop::DropWarmAheadCoveredBy(const GenerationTask& task) {
     if (slot && slot->task.background && covered(slot->task)) Finish(*slot, api::FinishReason::kCancelled);
   }
   const int64_t n = tasks_.DropBackground(covered);
-  std::lock_guard<std::mutex> lock(mu_);
-  CountSkippedBackground(n);
+  stats_.CountSkippedBackground(n);
 }
 
 // When the prompt leaves the cache and rejoins an earlier prompt right after, the span
@@ -318,8 +312,7 @@ void EngineLoop::ExplainDivergence(Slot& slot) {
                "hearth: volatile span in message %d at tokens [%d, %d): \"%s\"%s; the prompt rejoins the cache "
                "right after it: move it to the end of the conversation or start with --stabilize\n",
                r.volatile_message, span->start, span->end_new, r.volatile_text.c_str(), was.c_str());
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.volatile_spans++;
+  stats_.Update([](EngineStats& s) { s.volatile_spans++; });
 }
 
 // The next queued task that fits the context; the others are answered with an error.
@@ -333,8 +326,7 @@ std::optional<EngineLoop::Queued> EngineLoop::PopValidTask(bool background) {
     // has nothing left to compute.
     if (background && config_.prefix_cache && cache_->Holds(q.task.cache_namespace, q.task.prompt)) {
       q.stream->PushDone({});
-      std::lock_guard<std::mutex> lock(mu_);
-      CountSkippedBackground(1);
+      stats_.CountSkippedBackground(1);
       continue;
     }
     if (n_prompt > 0 && n_prompt < config_.SeqPositions()) return q;

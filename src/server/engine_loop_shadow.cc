@@ -70,10 +70,7 @@ void EngineLoop::PostShadowProgress(Slot& slot) {
   }
   sh.posted = {phase, mark};
   sh.posted_at = slot.generated.size();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.shadow_renders++;
-  }
+  stats_.Update([](EngineStats& s) { s.shadow_renders++; });
   api::Completion partial;
   partial.content = out.content;
   partial.reasoning = out.reasoning;
@@ -284,10 +281,7 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
     sh.unfed -= static_cast<int>(stop - at);
     sh.fed_content = sh.target.basis_content;
     sh.fed_reasoning = sh.target.basis_reasoning;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.shadow_tokens += static_cast<int64_t>(stop - at);
-    }
+    stats_.Update([&](EngineStats& s) { s.shadow_tokens += static_cast<int64_t>(stop - at); });
     if (last) return;  // the shadow's own end: kept as a device state with it
     cache_->SnapshotPartial(ns, sh.lease.seq(), held);
   }
@@ -321,8 +315,7 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
       std::fprintf(stderr, "hearth: shadow of %zu tokens dropped: %s\n", sh.fed.size(),
                    final_reply != nullptr ? "the final reply differs from what it was rendered from" : why);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    (keep ? stats_.shadows_kept : stats_.shadows_dropped)++;
+    stats_.Update([&](EngineStats& s) { (keep ? s.shadows_kept : s.shadows_dropped)++; });
   } else if (final_reply == nullptr && config_.verbose) {
     std::fprintf(stderr, "hearth: shadow ended before it was fed: %s\n", why);
   }
