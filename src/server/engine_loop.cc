@@ -46,7 +46,6 @@ const char* ShadowFeedName(ShadowFeed feed) { return feed == ShadowFeed::kWithDe
 EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) :
     model_(model), config_(std::move(config)), tasks_(config_.max_queued) {
   if (!config_.shadow_feed) config_.shadow_feed = DefaultShadowFeed();
-  slots_.resize(static_cast<size_t>(config_.n_parallel));
 }
 
 EngineLoop::~EngineLoop() { Stop(); }
@@ -86,6 +85,8 @@ Status EngineLoop::Open() {
     shared_ = std::move(*shared);
     cache_->AttachShared(shared_.get());
   }
+  SchedulerHooks& hooks = *this;  // a private base: converted here, where it is accessible
+  scheduler_ = std::make_unique<Scheduler>(model_, *ctx_, *cache_, config_, tasks_, stats_, hooks);
   cache_summary_ = std::make_shared<const cache::CacheSummary>(Summarize());
   return Status::Ok();
 }
@@ -122,8 +123,22 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
   auto stream = std::make_shared<RequestStream>();
   if (task.received == Clock::time_point{}) task.received = Clock::now();
   task.submitted = Clock::now();
-  HEARTH_RETURN_IF_ERROR(tasks_.Push({std::move(task), stream}));
+  HEARTH_RETURN_IF_ERROR(tasks_.Push(QueuedTask{std::move(task), stream}));
   return stream;
+}
+
+StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(WarmAheadTask task) {
+  auto stream = std::make_shared<RequestStream>();
+  task.submitted = Clock::now();
+  HEARTH_RETURN_IF_ERROR(tasks_.Push(QueuedWarmAhead{std::move(task), stream}));
+  return stream;
+}
+
+// Every task still waiting ends with `error`.
+void EngineLoop::AnswerWaiting(const Status& error) {
+  TaskQueue::Waiting orphans = tasks_.TakeAll();
+  for (auto& q : orphans.requests) q.stream->PushError(error);
+  for (auto& q : orphans.warm_ahead) q.stream->PushError(error);
 }
 
 EngineStats EngineLoop::stats() const {
@@ -147,12 +162,7 @@ void EngineLoop::Run() {
 }
 
 void EngineLoop::Step() {
-  // Cancelled requests end before admission (a client that cut a reply off and sent
-  // the next request at once resumes from what the cut one computed, which it holds
-  // until it ends), and again after (one cancelled while it waited computes nothing).
-  DropCancelled();
-  AdmitQueued();
-  DropCancelled();
+  scheduler_->Schedule();
   stats_.Update([&](EngineStats& s) { s.slots_busy = BusySlots(); });
   BuildBatch();
   if (batch_.empty()) {
@@ -171,7 +181,7 @@ void EngineLoop::Step() {
   Status s = DecodeMakingRoom();
   if (batch_.empty()) return;
   if (!s.ok()) {
-    for (auto& slot : slots_) {
+    for (auto& slot : slots()) {
       if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr, "decode failed");
       if (slot && slot->in_batch) FailSlot(*slot, s);
     }
@@ -184,22 +194,21 @@ void EngineLoop::Step() {
 // requests (their states in the cache, not in the failed step) stay paused.
 void EngineLoop::FailInFlight(const Status& error) {
   batch_.Clear();
-  for (auto& slot : slots_) {
+  for (auto& slot : slots()) {
     if (slot) FailSlot(*slot, error);
   }
 }
 
-// Decodes the batch; when the KV cells run out, frees idle cached sequences, then
-// requeues prefilling requests (their progress kept in the cache, to resume when room
-// returns), retrying after each step. Only a batch of decode tokens alone can still fail.
+// Decodes the batch; when the KV cells run out, climbs the scheduler's ladder (shadows,
+// idle cached sequences, the youngest prefill requeued with its progress kept in the
+// cache, the youngest generating request paused), retrying after each rung. Only a
+// batch of decode tokens alone can still fail.
 Status EngineLoop::DecodeMakingRoom() {
   Status s = ctx_->Decode(batch_);
   // A failed decode leaves the memory as it was, and progress moves only after a decode
   // succeeds: each retry plans again from what the sequences hold.
   while (s.code() == StatusCode::kResourceExhausted) {
-    if (!DropOneShadow() && !cache_->EvictIdleDevice() && !RequeueYoungestPrefill() && !PauseYoungestGenerating()) {
-      break;
-    }
+    if (!scheduler_->MakeRoom()) break;
     BuildBatch();
     if (batch_.empty()) return Status::Ok();
     s = ctx_->Decode(batch_);
@@ -207,12 +216,10 @@ Status EngineLoop::DecodeMakingRoom() {
   return s;
 }
 
-int EngineLoop::BusySlots() const {
-  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
-}
+int EngineLoop::BusySlots() const { return scheduler_->n_busy(); }
 
 bool EngineLoop::WaitForWork() {
-  const bool busy = !paused_.empty() || BusySlots() > 0;
+  const bool busy = scheduler_->has_paused() || BusySlots() > 0;
   stats_.Update([&](EngineStats& s) {
     s.decode_calls += batch_.empty() ? 0 : 1;
     s.slots_busy = BusySlots();
@@ -237,12 +244,10 @@ bool EngineLoop::WaitForWork() {
     tasks_.WaitForTask(std::nullopt);
   }
   if (!tasks_.stopped()) return true;
-  const std::vector<Queued> orphans = tasks_.TakeAll();
   const Status down = Unavailable("the server is shutting down");
-  for (auto& q : orphans) q.stream->PushError(down);
-  for (auto& p : paused_) p->stream->PushError(down);
-  paused_.clear();
-  for (auto& slot : slots_) {
+  AnswerWaiting(down);
+  scheduler_->FailPaused(down);
+  for (auto& slot : slots()) {
     if (slot) FailSlot(*slot, down);
   }
   return false;
@@ -253,12 +258,13 @@ bool EngineLoop::WaitForWork() {
 void EngineLoop::BuildBatch() {
   const std::vector<ShadowCandidate> shadows = PollShadows();
   std::vector<BatchCandidate> candidates;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot* slot = slots_[i].get();
+  auto& table = slots();
+  for (size_t i = 0; i < table.size(); ++i) {
+    const Slot* slot = table[i].get();
     if (slot == nullptr) continue;
     BatchCandidate c{.slot = i, .seq = slot->lease.seq(), .n_past = ctx_->SeqLength(slot->lease.seq()), .pending = slot->pending,
                      .prompt = slot->task.prompt, .n_prompt_done = slot->n_prompt_done,
-                     .background = slot->task.background};
+                     .background = slot->background()};
     const auto& snaps = slot->task.snapshot_positions;
     if (slot->next_snapshot < snaps.size()) c.next_snapshot = static_cast<size_t>(snaps[slot->next_snapshot]);
     candidates.push_back(c);
@@ -270,16 +276,16 @@ void EngineLoop::BuildBatch() {
   batch_.Clear();
   for (const PlannedToken& t : plan_.tokens) batch_.Add(t.token, t.pos, t.seq, t.logits);
   for (const SlotPlan& sp : plan_.slots) {
-    slots_[sp.slot]->in_batch = sp.in_batch;
-    slots_[sp.slot]->logits_index = sp.logits_index;
+    table[sp.slot]->in_batch = sp.in_batch;
+    table[sp.slot]->logits_index = sp.logits_index;
   }
-  for (size_t k = 0; k < shadows.size(); ++k) slots_[shadows[k].slot]->shadow->n_in_batch = plan_.shadow_tokens[k];
+  for (size_t k = 0; k < shadows.size(); ++k) table[shadows[k].slot]->shadow->n_in_batch = plan_.shadow_tokens[k];
 }
 
 // The decode of plan_ succeeded: the prompt tokens it carried are in the sequences now.
 void EngineLoop::AdvanceProgress() {
   for (const SlotPlan& sp : plan_.slots) {
-    if (slots_[sp.slot]) slots_[sp.slot]->n_prompt_done = sp.n_prompt_done_after;
+    if (auto& slot = slots()[sp.slot]) slot->n_prompt_done = sp.n_prompt_done_after;
   }
 }
 
@@ -292,11 +298,11 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
   while (slot.next_snapshot < snaps.size() && snaps[slot.next_snapshot] <= static_cast<int32_t>(slot.n_prompt_done)) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
     if (at == slot.n_prompt_done && config_.prefix_cache) {
-      if (!slot.task.background && at == slot.task.prompt.size() && !first_token_out) return;
+      if (!slot.background() && at == slot.task.prompt.size() && !first_token_out) return;
       const auto prefix = std::span(slot.task.prompt).subspan(0, at);
       cache_->SnapshotPartial(slot.task.cache_namespace, slot.lease.seq(), prefix);
       // Another replica may get the next turn with another reply than this one generates.
-      if (!slot.task.background && static_cast<int32_t>(at) == slot.task.generation_start) {
+      if (!slot.background() && static_cast<int32_t>(at) == slot.task.generation_start) {
         cache_->ShareWhenIdle(slot.task.cache_namespace, prefix);
       }
       if (static_cast<int32_t>(at) == ShadowFork(slot.task)) slot.shadow_due = true;
@@ -311,8 +317,9 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
 
 void EngineLoop::CommitStep() {
   AdvanceProgress();
+  auto& table = slots();
   int64_t shadow_fed = 0;
-  for (auto& slot : slots_) {
+  for (auto& slot : table) {
     if (!slot || !slot->shadow || slot->shadow->n_in_batch == 0) continue;
     Slot::Shadow& sh = *slot->shadow;
     const auto from = sh.target.tokens.begin() + sh.fork + static_cast<std::ptrdiff_t>(sh.fed.size());
@@ -333,12 +340,12 @@ void EngineLoop::CommitStep() {
   // Sample every slot before emitting any token: emitting may finish a request, and a
   // finishing shadow decodes its last tokens (DrainShadow), which replaces the logits.
   std::vector<std::pair<Slot*, engine::Token>> sampled;
-  std::vector<size_t> first_tokens;  // indices into slots_
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    auto& slot = slots_[i];
+  std::vector<size_t> first_tokens;  // indices into the slots table
+  for (size_t i = 0; i < table.size(); ++i) {
+    auto& slot = table[i];
     if (!slot || !slot->in_batch) continue;
     if (!slot->pending) TakeSnapshots(*slot, /*first_token_out=*/false);
-    if (slot->task.background) {
+    if (slot->background()) {
       if (!slot->prefilling()) Finish(*slot, api::FinishReason::kStop);
       continue;
     }
@@ -358,13 +365,13 @@ void EngineLoop::CommitStep() {
   for (auto [slot, token] : sampled) EmitToken(*slot, token);
   // The first tokens are out: what waited for them (the new token is not decoded yet, so
   // the sequence still holds exactly the prompt). A request that already finished left
-  // its sequence, holding the prompt, to the cache (its place in slots_ is empty).
+  // its sequence, holding the prompt, to the cache (its place in the slots table is empty).
   for (size_t i : first_tokens) {
-    if (slots_[i]) TakeSnapshots(*slots_[i], /*first_token_out=*/true);
+    if (table[i]) TakeSnapshots(*table[i], /*first_token_out=*/true);
   }
   // A state copy on the way to a first token (the generation start's) goes into touched
   // memory; the buffer is made while no request waits for its first token.
-  if (config_.prefix_cache && !ForegroundQueued() && !ForegroundPrefilling()) ctx_->PrepareSpareState();
+  if (config_.prefix_cache && !ForegroundQueued() && !scheduler_->ForegroundPrefilling()) ctx_->PrepareSpareState();
 }
 
 }  // namespace hearth::server

@@ -1,12 +1,12 @@
 // EngineLoop: the single thread that owns the llama context and the prefix cache and runs
-// every request. One step: schedule (admit queued tasks into free slots, resuming each
-// prompt from the cache; engine_loop_schedule.cc), plan the batch (batch_planner.h: a
-// decode token for every generating slot plus prefill chunks within the batch budget,
-// each chunk ending at the next snapshot position, then shadow chunks), decode, and
-// commit (progress, snapshots, then sample and stream each slot's next token;
-// engine_loop_output.cc). A finished or cancelled request's sequence goes back to the
-// cache with everything it computed. Shadow prefill (shadow.h) lives in
-// engine_loop_shadow.cc; the wait queues in task_queue.h.
+// every request. One step: schedule (the Scheduler, scheduler.h: admit queued tasks into
+// free slots, resuming each prompt from the cache; free KV room when a decode finds
+// none), plan the batch (batch_planner.h: a decode token for every generating slot plus
+// prefill chunks within the batch budget, each chunk ending at the next snapshot
+// position, then shadow chunks), decode, and commit (progress, snapshots, then sample
+// and stream each slot's next token; engine_loop_output.cc). A finished or cancelled
+// request's sequence goes back to the cache with everything it computed. Shadow prefill
+// (shadow.h) lives in engine_loop_shadow.cc; the wait queues in task_queue.h.
 //
 // Threads: Start/Stop from the owner; Submit and stats() from any thread (HTTP handlers);
 // everything else runs on the loop thread.
@@ -14,18 +14,14 @@
 // Invariants:
 //  1. Only the loop thread touches the Context, the slots and the samplers.
 //  2. Every submitted task ends with exactly one kDone or kError event on its stream
-//     (a background task's kDone carries no output; one skipped or dropped unrun ends too).
-//  3. The wait queue never holds more than max_queued tasks; Submit refuses the rest.
-//  4. Background tasks (warm-ahead) start only while no request waits or runs and
-//     compute nothing while a request prefills; a request arriving preempts them before
-//     it is admitted, keeping what they prefilled. A task whose prompt the cache holds,
-//     or that an admitted request's prompt covers, computes nothing.
-//  5. A shadow sequence (shadow.h) lives only as long as its request; it holds
+//     (a warm-ahead's kDone carries no output; one skipped or dropped unrun ends too).
+//  3. Which task runs in which slot keeps scheduler.h's invariants: the queue limit,
+//     warm-ahead only while no request waits or runs, paused requests first. Warm-ahead
+//     computes nothing while a request prefills (batch_planner.h).
+//  4. A shadow sequence (shadow.h) lives only as long as its request; it holds
 //     prompt[0, fork) + tokens of a target the worker rendered, and reaches the cache
 //     only when the final reply still begins with what that target was rendered from.
-//  6. A request paused for KV room (paused_) holds no sequence: its tokens are in the
-//     cache; it resumes, before any queued task is admitted, once no other request runs.
-//  7. Every sequence a slot or shadow holds is a cache::SequenceLease, so it returns to
+//  5. Every sequence a slot or shadow holds is a cache::SequenceLease, so it returns to
 //     the cache on every path; a slot's prefill progress (n_prompt_done) moves only after
 //     the decode that carried it succeeded (batch_planner.h plans, changing nothing).
 #pragma once
@@ -54,6 +50,7 @@
 #include "server/engine_stats.h"
 #include "server/request_log.h"
 #include "server/request_stream.h"
+#include "server/scheduler.h"
 #include "server/slot.h"
 #include "server/task.h"
 #include "server/task_queue.h"
@@ -117,7 +114,7 @@ std::string StateScope(const std::string& cache_namespace, const std::string& la
 // <cache_dir>/states-<StateScope>: where the disk tier of one model and layout lives.
 std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_namespace, const std::string& layout);
 
-class EngineLoop {
+class EngineLoop : private SchedulerHooks {
  public:
   // `model` must outlive the loop.
   EngineLoop(const engine::Model& model, EngineConfig config);
@@ -136,6 +133,9 @@ class EngineLoop {
   // Queues a task. Errors: kResourceExhausted when the wait queue is full;
   // kUnavailable when stopped.
   StatusOr<std::shared_ptr<RequestStream>> Submit(GenerationTask task);
+  // Queues background prefill; its stream gets one kDone (no output) or kError. A full
+  // warm-ahead queue ends its oldest task (TaskQueue). Errors: kUnavailable when stopped.
+  StatusOr<std::shared_ptr<RequestStream>> Submit(WarmAheadTask task);
 
   // Called on the loop thread when a request finishes (also when cancelled), with its
   // task and what it produced (cancelled: what its client received), with its usage and
@@ -169,12 +169,12 @@ class EngineLoop {
   // engine_loop_cache_view.cc: what GET /v1/cache shows.
   cache::CacheSummary Summarize() const;  // SummarizeCache, with what the loop knows of the disk tier
   void RecordRequest(const Slot& slot, const char* outcome);  // into recent_
-  using Queued = QueuedTask;
 
   // The step (engine_loop.cc): schedule, plan and decode, commit.
   void Run();
   void Step();
   void FailInFlight(const Status& error);
+  void AnswerWaiting(const Status& error);
   bool WaitForWork();
   int BusySlots() const;  // slots holding a request
   void BuildBatch();
@@ -183,31 +183,24 @@ class EngineLoop {
   void CommitStep();
   void TakeSnapshots(Slot& slot, bool first_token_out);
 
-  // Scheduling (engine_loop_schedule.cc): admission, cancellation, background work giving
-  // way, and the KV-room ladder.
-  void AdmitQueued();
-  std::optional<Queued> PopValidTask(bool background);
-  bool Admit(Queued q, size_t slot_index);
-  cache::SequenceLease LeaseFor(const GenerationTask& task, cache::ResumeReport& report);
-  void ExplainDivergence(Slot& slot);
-  void DropCancelled();
-  void PreemptBackground(bool force = false);
-  bool EndOneBackground();  // false when none runs
-  bool RequeueYoungestPrefill();
-  bool PauseYoungestGenerating();
-  void ResumePaused();
-  bool HasForegroundWork();
-  bool ForegroundQueued() const;      // a request waits in the queue
-  bool ForegroundPrefilling() const;  // a request in a slot has not had its first token
+  // Scheduling is the Scheduler's (scheduler.h); what it asks of the loop (SchedulerHooks,
+  // engine_loop.cc) and what the loop asks of it.
+  void EndSlot(Slot& slot, api::FinishReason reason) override { Finish(slot, reason); }
+  void DropShadow(Slot& slot, const char* why) override { EndShadow(slot, nullptr, why); }
+  bool DropYoungestShadow() override { return DropOneShadow(); }
+  api::Usage AdmittedUsage(const Slot& slot) const override { return UsageSoFar(slot); }
+  std::vector<std::unique_ptr<Slot>>& slots() { return scheduler_->slots(); }
+  bool ForegroundQueued() const { return tasks_.HasRequests(); }  // a request waits in the queue
   // The longest prefix of `tokens` that a queued request's prompt in `ns` begins with.
-  size_t QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const;
-  void DropWarmAheadCoveredBy(const GenerationTask& task);
+  size_t QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const {
+    return tasks_.RequestsSharedPrefix(ns, tokens);
+  }
 
   // Output and the end of a request (engine_loop_output.cc).
   void EmitToken(Slot& slot, engine::Token token);
   void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
   api::Completion CompleteOutput(Slot& slot, api::FinishReason reason, std::string stop_sequence);
-  void FailSlot(Slot& slot, const Status& error);
+  void FailSlot(Slot& slot, const Status& error) override;  // SchedulerHooks too
   void Release(Slot& slot, bool keep_in_cache);
   void HoldNewest(Slot& slot, std::span<const engine::Token> tokens);
   int CacheWritten(const std::string& ns, const std::vector<engine::Token>& prompt, int n_cached);
@@ -236,13 +229,11 @@ class EngineLoop {
   std::unique_ptr<cache::PrefixCache> cache_;
   FinishedCallback on_finished_;
   ProgressCallback on_progress_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // null when free
-  std::deque<std::unique_ptr<Slot>> paused_;  // oldest first; their sequences are in the cache
+  std::unique_ptr<Scheduler> scheduler_;  // made by Open: the slots, the paused requests, admission
   BatchPlan plan_;      // what batch_ holds, per slot (batch_planner.h)
   engine::Batch batch_;
   std::chrono::steady_clock::time_point summary_refreshed_;  // when cache_summary_ was last built
   std::chrono::steady_clock::time_point last_busy_;          // the last step that decoded
-  bool wait_for_room_ = false;  // a prefill went back to the queue for room; none has ended since
 
   mutable std::mutex summary_mu_;
   std::shared_ptr<const cache::CacheSummary> cache_summary_;  // guarded by summary_mu_; refreshed by the loop when idle, else every 250 ms

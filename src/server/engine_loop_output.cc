@@ -87,7 +87,7 @@ api::Completion EngineLoop::CompleteOutput(Slot& slot, api::FinishReason reason,
 }
 
 void EngineLoop::Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence) {
-  if (slot.task.background) {
+  if (slot.background()) {
     slot.stream->PushDone({});
     stats_.Update([&](EngineStats& s) {
       s.background_tasks++;
@@ -184,7 +184,7 @@ api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {
   stats_.Update([](EngineStats& s) { s.requests_failed++; });
   std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
-  if (!slot.task.background) RecordRequest(slot, "failed");
+  if (!slot.background()) RecordRequest(slot, "failed");
   EndShadow(slot, nullptr, "request failed");
   slot.stream->PushError(error);
   Release(slot, /*keep_in_cache=*/false);
@@ -193,7 +193,6 @@ void EngineLoop::FailSlot(Slot& slot, const Status& error) {
 // Gives the slot's sequence back to the cache: with everything it computed (prompt and
 // decoded tokens, also when cancelled half way), or empty after a failure.
 void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
-  wait_for_room_ = false;  // its cells, or the cache's hold on them, can be had now
   if (!slot.lease) {
     // Paused: its sequence went to the cache already.
   } else if (keep_in_cache && config_.prefix_cache) {
@@ -201,15 +200,13 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
     history.insert(history.end(), slot.generated.begin(), slot.generated.end());
     history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(slot.lease.seq()))));
     // A request's reply starts where its shadow forks (warm-ahead renders the same).
-    const int32_t reply_start = slot.task.background ? 0 : std::max(0, ShadowFork(slot.task));
+    const int32_t reply_start = slot.background() ? 0 : std::max(0, ShadowFork(slot.task));
     slot.lease.Adopt(slot.task.cache_namespace, history, reply_start);
     HoldNewest(slot, history);
   } else {
     slot.lease.Release();
   }
-  for (auto& s : slots_) {
-    if (s.get() == &slot) s.reset();  // destroys `slot`
-  }
+  scheduler_->Free(slot);  // destroys `slot`; its cells, or the cache's hold on them, can be had now
   stats_.Update([&](EngineStats& s) { s.slots_busy = BusySlots(); });
 }
 

@@ -180,8 +180,8 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
 // that cannot start over, ends. Returns the rest as the batch planner sees them.
 std::vector<ShadowCandidate> EngineLoop::PollShadows() {
   std::vector<ShadowCandidate> shadows;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    Slot* slot = slots_[i].get();
+  for (size_t i = 0; i < slots().size(); ++i) {
+    Slot* slot = slots()[i].get();
     if (slot == nullptr || !slot->shadow) continue;
     slot->shadow->n_in_batch = 0;
     const int unfed = UnfedShadowTokens(*slot);
@@ -325,7 +325,7 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
 // Releases the shadow of the youngest request; false when there is none.
 bool EngineLoop::DropOneShadow() {
   Slot* youngest = nullptr;
-  for (auto& slot : slots_) {
+  for (auto& slot : slots()) {
     if (slot && slot->shadow && (!youngest || slot->t_admitted > youngest->t_admitted)) youngest = slot.get();
   }
   if (youngest == nullptr) return false;

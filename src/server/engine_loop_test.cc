@@ -136,6 +136,11 @@ class EngineLoopTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? *s : nullptr;
   }
+  std::shared_ptr<RequestStream> Submit(EngineLoop& loop, WarmAheadTask task) {
+    auto s = loop.Submit(std::move(task));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : nullptr;
+  }
 
   // Runs `task` alone on a fresh loop and returns its outcome.
   Outcome RunAlone(const GenerationTask& task, int n_batch = 64) {
@@ -680,8 +685,7 @@ TEST_F(EngineLoopTest, BackgroundWorkTheCacheHoldsIsSkipped) {
 
   auto run_background = [&](std::vector<engine::Token> prompt) {
     const int64_t before = loop.stats().background_tasks;
-    GenerationTask bg;
-    bg.background = true;
+    WarmAheadTask bg;
     bg.prompt = std::move(prompt);
     bg.snapshot_positions = {static_cast<int32_t>(bg.prompt.size())};
     auto stream = Submit(loop, std::move(bg));
@@ -713,8 +717,8 @@ TEST_F(EngineLoopTest, WarmAheadStepsAreLongEnoughForTheFlashAttentionTiles) {
     c.context.flash_attn = fa;
     EngineLoop loop(*model_, c);
     ASSERT_TRUE(loop.Start().ok());
-    GenerationTask bg = Task(LongText("fa", 80), 1);
-    bg.background = true;
+    WarmAheadTask bg;
+    bg.prompt = Task(LongText("fa", 80), 1).prompt;
     const auto n = static_cast<int64_t>(bg.prompt.size());
     ASSERT_GT(n, 192) << "enough tokens for the chunk sizes to tell apart";
     const int64_t calls_before = loop.stats().decode_calls;
@@ -733,14 +737,13 @@ TEST_F(EngineLoopTest, WarmAheadOvertakenByItsRequestIsDropped) {
   EngineLoop loop(*model_, Config(1));
   ASSERT_TRUE(loop.Start().ok());
   auto busy = Submit(loop, Task(LongText("b", 20), 24));  // holds the only slot meanwhile
-  GenerationTask bg;
-  bg.background = true;
+  WarmAheadTask bg;
   bg.prompt = Task(LongText("p", 30), 1).prompt;
   bg.snapshot_positions = {static_cast<int32_t>(bg.prompt.size())};
   GenerationTask next = Task(LongText("p", 30), 2);
   next.prompt = bg.prompt;
   next.prompt.insert(next.prompt.end(), bg.prompt.begin() + 2, bg.prompt.begin() + 6);
-  GenerationTask other = bg;  // another conversation's: still wanted
+  WarmAheadTask other = bg;  // another conversation's: still wanted
   other.prompt = Task(LongText("o", 30), 1).prompt;
   other.snapshot_positions = {static_cast<int32_t>(other.prompt.size())};
   ASSERT_NE(Submit(loop, bg), nullptr);

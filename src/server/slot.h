@@ -23,9 +23,16 @@
 
 namespace hearth::server {
 
+// What a slot runs: a request (sampled, streamed, shadowed), or warm-ahead's background
+// prefill (WarmAheadTask: its task holds the prompt, namespace and snapshot positions
+// only, nothing is sampled, and its stream gets one kDone with no output).
+enum class SlotKind { kRequest, kWarmAhead };
+
 struct Slot {
+  SlotKind kind = SlotKind::kRequest;
   cache::SequenceLease lease;        // holds nothing while paused: its sequence is the cache's
   GenerationTask task;
+  size_t n_stale_prefix = 0;         // kWarmAhead: WarmAheadTask::StalePrefix()
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<engine::Sampler> sampler;
   std::unique_ptr<engine::Detokenizer> detokenizer;
@@ -68,6 +75,7 @@ struct Slot {
   std::chrono::steady_clock::time_point t_first_token;
 
   bool prefilling() const { return n_prompt_done < task.prompt.size(); }
+  bool background() const { return kind == SlotKind::kWarmAhead; }
 };
 
 // Where the slot's time went, for a request ending at `end`.

@@ -2,6 +2,7 @@
 // tokenized (rendering happens on the HTTP thread so the loop only ever sees tokens).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -50,21 +51,34 @@ struct GenerationTask {
   std::string cache_conversation;
   int newest_hold_seconds = 0;
 
-  // Background work (warm-ahead): runs only while no request waits, is preempted by
-  // any, and produces no output; only its snapshots matter.
-  bool background = false;
-  // Resume no deeper than this (warm-ahead of a cut reply: before its cut-off snapshots,
-  // so they are taken even when a kept shadow reaches further). -1: no limit.
-  int32_t max_resume = -1;
-
   // The request this task was built from, for warm-ahead after it finishes; null for
-  // background tasks.
+  // tasks built without one (tests, raw token prompts).
   std::shared_ptr<const api::GenerationRequest> request;
   // When the server had the whole HTTP request (before parsing it); the request log
   // times the first token from here. Left unset, Submit sets it.
   std::chrono::steady_clock::time_point received{};
   // When Submit queued it (set by Submit).
   std::chrono::steady_clock::time_point submitted{};
+};
+
+// Background prefill (warm-ahead.h): a conversation's next prompt, prepared in the cache
+// before its request comes. It runs only while no request waits, is preempted by any,
+// produces no output (its stream gets one kDone, or kError), and only its snapshots matter.
+struct WarmAheadTask {
+  std::vector<engine::Token> prompt;
+  std::string cache_namespace;
+  std::vector<int32_t> snapshot_positions;  // ascending; taken during the prefill
+  // Resume no deeper than this (warm-ahead of a cut reply: before its cut-off snapshots,
+  // so they are taken even when a kept shadow reaches further). Unset: no limit.
+  std::optional<int32_t> max_resume;
+  std::chrono::steady_clock::time_point submitted{};  // set by Submit
+
+  // How many of the prompt's first tokens a request must begin with for this work to be
+  // stale (it computes or reuses them itself): up to max_resume for a cut reply, whose
+  // end the client may have read less of than was written.
+  size_t StalePrefix() const {
+    return max_resume ? std::min(prompt.size(), static_cast<size_t>(std::max(0, *max_resume))) : prompt.size();
+  }
 };
 
 // Where the next request stops sharing this prompt, so where its shadow forks: the start

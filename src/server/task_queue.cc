@@ -8,19 +8,25 @@ Status TaskQueue::Push(QueuedTask q) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the server is shutting down");
-    if (q.task.background) {
-      if (background_.size() >= kMaxBackground) {
-        background_.front().stream->PushDone({});  // dropped unrun: the oldest is the stalest
-        background_.pop_front();
-      }
-      background_.push_back(std::move(q));
-    } else {
-      if (static_cast<int>(requests_.size()) >= max_queued_) {
-        return ResourceExhausted("the server is busy: " + std::to_string(requests_.size()) +
-                                 " requests are already waiting; retry later");
-      }
-      requests_.push_back(std::move(q));
+    if (static_cast<int>(requests_.size()) >= max_queued_) {
+      return ResourceExhausted("the server is busy: " + std::to_string(requests_.size()) +
+                               " requests are already waiting; retry later");
     }
+    requests_.push_back(std::move(q));
+  }
+  cv_.notify_one();
+  return Status::Ok();
+}
+
+Status TaskQueue::Push(QueuedWarmAhead q) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the server is shutting down");
+    if (background_.size() >= kMaxBackground) {
+      background_.front().stream->PushDone({});  // dropped unrun: the oldest is the stalest
+      background_.pop_front();
+    }
+    background_.push_back(std::move(q));
   }
   cv_.notify_one();
   return Status::Ok();
@@ -28,16 +34,34 @@ Status TaskQueue::Push(QueuedTask q) {
 
 void TaskQueue::PushFront(QueuedTask q) {
   std::lock_guard<std::mutex> lock(mu_);
-  (q.task.background ? background_ : requests_).push_front(std::move(q));
+  requests_.push_front(std::move(q));
 }
 
-std::optional<QueuedTask> TaskQueue::Pop(bool background) {
+void TaskQueue::PushFront(QueuedWarmAhead q) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& queue = background ? background_ : requests_;
+  background_.push_front(std::move(q));
+}
+
+namespace {
+
+template <typename T>
+std::optional<T> PopFront(std::deque<T>& queue) {
   if (queue.empty()) return std::nullopt;
-  QueuedTask q = std::move(queue.front());
+  T q = std::move(queue.front());
   queue.pop_front();
   return q;
+}
+
+}  // namespace
+
+std::optional<QueuedTask> TaskQueue::PopRequest() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PopFront(requests_);
+}
+
+std::optional<QueuedWarmAhead> TaskQueue::PopWarmAhead() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PopFront(background_);
 }
 
 bool TaskQueue::HasRequests() const {
@@ -59,9 +83,9 @@ size_t TaskQueue::RequestsSharedPrefix(const std::string& ns, std::span<const en
   return longest;
 }
 
-int64_t TaskQueue::DropBackground(const std::function<bool(const GenerationTask&)>& stale) {
+int64_t TaskQueue::DropBackground(const std::function<bool(const WarmAheadTask&)>& stale) {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(std::erase_if(background_, [&](const QueuedTask& q) {
+  return static_cast<int64_t>(std::erase_if(background_, [&](const QueuedWarmAhead& q) {
     if (!stale(q.task)) return false;
     q.stream->PushDone({});
     return true;
@@ -91,11 +115,11 @@ bool TaskQueue::stopped() const {
   return stopping_;
 }
 
-std::vector<QueuedTask> TaskQueue::TakeAll() {
+TaskQueue::Waiting TaskQueue::TakeAll() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<QueuedTask> all;
-  for (auto& q : requests_) all.push_back(std::move(q));
-  for (auto& q : background_) all.push_back(std::move(q));
+  Waiting all;
+  for (auto& q : requests_) all.requests.push_back(std::move(q));
+  for (auto& q : background_) all.warm_ahead.push_back(std::move(q));
   requests_.clear();
   background_.clear();
   return all;

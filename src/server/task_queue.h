@@ -40,20 +40,28 @@ struct QueuedTask {
   std::optional<cache::ResumeReport> first_resume;
 };
 
+struct QueuedWarmAhead {
+  WarmAheadTask task;
+  std::shared_ptr<RequestStream> stream;
+};
+
 class TaskQueue {
  public:
   static constexpr size_t kMaxBackground = 4;
 
   explicit TaskQueue(int max_queued) : max_queued_(max_queued) {}
 
-  // Queues at the back of the task's queue (task.background picks it). Errors:
+  // Queues a request, or a warm-ahead task, at the back of its queue. Errors:
   // kUnavailable once stopped; kResourceExhausted when the request queue is full.
   Status Push(QueuedTask q);
+  Status Push(QueuedWarmAhead q);
   // Puts a task back at the front of its queue: one whose admission found no sequence,
   // or a prefill requeued for KV room. Never refused.
   void PushFront(QueuedTask q);
+  void PushFront(QueuedWarmAhead q);
   // The front task of the request queue, or of the background queue; nullopt when empty.
-  std::optional<QueuedTask> Pop(bool background);
+  std::optional<QueuedTask> PopRequest();
+  std::optional<QueuedWarmAhead> PopWarmAhead();
 
   bool HasRequests() const;  // a request waits
   int n_requests() const;
@@ -61,15 +69,19 @@ class TaskQueue {
   size_t RequestsSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const;
   // Ends (kDone, no output) and removes the background tasks `stale` picks. Returns how
   // many.
-  int64_t DropBackground(const std::function<bool(const GenerationTask&)>& stale);
+  int64_t DropBackground(const std::function<bool(const WarmAheadTask&)>& stale);
 
   // Waits until a task is queued or the queue stops, no longer than `deadline` when one
   // is given.
   void WaitForTask(std::optional<std::chrono::steady_clock::time_point> deadline);
   void Stop();
   bool stopped() const;
-  // Every waiting task, requests first, each queue in order; the queues are empty after.
-  std::vector<QueuedTask> TakeAll();
+  // Every waiting task, each queue in order; the queues are empty after.
+  struct Waiting {
+    std::vector<QueuedTask> requests;
+    std::vector<QueuedWarmAhead> warm_ahead;
+  };
+  Waiting TakeAll();
 
  private:
   bool HasTaskLocked() const { return stopping_ || !requests_.empty() || !background_.empty(); }
@@ -78,7 +90,7 @@ class TaskQueue {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<QueuedTask> requests_;    // guarded by mu_
-  std::deque<QueuedTask> background_;  // guarded by mu_
+  std::deque<QueuedWarmAhead> background_;  // guarded by mu_
   bool stopping_ = false;              // guarded by mu_
 };
 

@@ -225,7 +225,7 @@ std::optional<ShadowTarget> ShadowPlanner::Plan(const api::Completion& partial) 
   return out;
 }
 
-std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,
+std::optional<WarmAheadTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,
                                             const api::Completion& reply) {
   if (request.messages.empty() || request.prompt) return std::nullopt;
   // The next message's own content starts where the rendering's tokens start to depend
@@ -245,8 +245,7 @@ std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const
     common = CommonPrefix(ta.prompt, std::get<BuildResult>(b).task.prompt);
   }
   if (common < 2) return std::nullopt;
-  GenerationTask task;
-  task.background = true;
+  WarmAheadTask task;
   task.prompt.assign(ta.prompt.begin(), ta.prompt.begin() + static_cast<std::ptrdiff_t>(common));
   for (int32_t p : ta.snapshot_positions) {
     if (p < static_cast<int32_t>(common)) task.snapshot_positions.push_back(p);
@@ -285,13 +284,13 @@ WarmAhead::~WarmAhead() {
 }
 
 void WarmAhead::OnFinished(const GenerationTask& task, const api::Completion& reply) {
-  if (!task.request || task.background) return;
+  if (!task.request) return;
   Push({task.request, reply, nullptr, {}});
 }
 
 void WarmAhead::OnProgress(const GenerationTask& task, const api::Completion& partial,
                            std::shared_ptr<ShadowMailbox> mailbox) {
-  if (!task.request || task.background) {
+  if (!task.request) {
     mailbox->Skip();
     return;
   }

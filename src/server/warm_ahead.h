@@ -38,7 +38,7 @@ api::GenerationRequest NextRequest(const api::GenerationRequest& request, const 
 
 // The background task for the request that follows `request` answered by `reply`, or
 // nullopt when there is nothing to prepare (raw completions, render errors).
-std::optional<GenerationTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,
+std::optional<WarmAheadTask> PlanWarmAhead(const RequestBuilder& builder, const api::GenerationRequest& request,
                                             const api::Completion& reply);
 
 // The next request's tokens as far as `partial` (a reply still being generated) fixes
