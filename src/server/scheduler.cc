@@ -73,13 +73,19 @@ void Scheduler::AdmitQueued() {
   PreemptBackground();
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]) continue;
-    if (std::optional<QueuedTask> q = PopRequest()) {
-      if (!AdmitRequest(std::move(*q), i)) return;
-      continue;
+    std::optional<QueuedTask> q = PopRequest();
+    std::optional<QueuedWarmAhead> w;
+    if (!q && !HasForegroundWork()) w = PopWarmAhead();
+    if (!q && !w) return;
+    // A task popped is in no queue and no slot until it is placed: an exception while it
+    // is admitted (memory, a library's) ends it here, then fails the step as any other.
+    const std::shared_ptr<RequestStream> stream = q ? q->stream : w->stream;
+    try {
+      if (!(q ? AdmitRequest(std::move(*q), i) : AdmitWarmAhead(std::move(*w), i))) return;
+    } catch (...) {
+      stream->PushError(Internal("the engine failed while admitting this task"));
+      throw;
     }
-    if (HasForegroundWork()) return;
-    std::optional<QueuedWarmAhead> w = PopWarmAhead();
-    if (!w || !AdmitWarmAhead(std::move(*w), i)) return;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,11 @@ class FakeHooks : public SchedulerHooks {
     calls.push_back("drop a shadow");
     return false;
   }
-  api::Usage AdmittedUsage(const Slot&) const override { return {}; }
+  api::Usage AdmittedUsage(const Slot&) const override {
+    if (throw_on_admit) throw std::runtime_error("injected");
+    return {};
+  }
+  bool throw_on_admit = false;
 
   Scheduler* scheduler = nullptr;
   std::vector<std::string> calls;
@@ -203,6 +208,20 @@ TEST_F(SchedulerTest, LadderRequeuesAPrefillThenPausesTheYoungestGenerating) {
   EXPECT_EQ(Runs(1), "request three");
   EXPECT_EQ(Runs(2), "request four");
   EXPECT_EQ(std::count(hooks_.calls.begin(), hooks_.calls.end(), "fail"), 0);
+}
+
+// engine_loop.h's invariant 2: a task whose admission throws is in no queue and no slot,
+// where the step's failure would reach it; it ends with an error before the step fails.
+TEST_F(SchedulerTest, ATaskWhoseAdmissionThrowsEndsWithAnError) {
+  Open(/*n_parallel=*/1);
+  auto stream = PushRequest("alpha");
+  hooks_.throw_on_admit = true;
+  EXPECT_THROW(scheduler_->Schedule(), std::runtime_error);
+  StreamEvent e;
+  ASSERT_TRUE(stream->Next(&e, std::chrono::milliseconds(0))) << "the task got no event";
+  EXPECT_EQ(e.kind, StreamEvent::Kind::kError);
+  EXPECT_EQ(e.error.code(), StatusCode::kInternal);
+  EXPECT_EQ(Runs(0), "");
 }
 
 }  // namespace
