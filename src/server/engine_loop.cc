@@ -99,7 +99,11 @@ Status EngineLoop::Start() {
 
 void EngineLoop::Stop() {
   tasks_.Stop();
-  if (!thread_.joinable()) return;
+  if (!thread_.joinable()) {
+    // Never started: no loop answers what was queued.
+    AnswerWaiting(Unavailable("the server is shutting down"));
+    return;
+  }
   thread_.join();
   // The loop is gone; this thread owns the cache now. What the disk tier lacks goes
   // there, so a start on the same --cache-dir resumes every conversation.

@@ -14,7 +14,9 @@
 // Invariants:
 //  1. Only the loop thread touches the Context, the slots and the samplers.
 //  2. Every submitted task ends with exactly one kDone or kError event on its stream
-//     (a warm-ahead's kDone carries no output; one skipped or dropped unrun ends too).
+//     (a warm-ahead's kDone carries no output; one skipped or dropped unrun ends too, and
+//     a task still queued when the loop stops, or stops without ever having started,
+//     gets kUnavailable).
 //  3. Which task runs in which slot keeps scheduler.h's invariants: the queue limit,
 //     warm-ahead only while no request waits or runs, paused requests first. Warm-ahead
 //     computes nothing while a request prefills (batch_planner.h).

@@ -757,6 +757,27 @@ TEST_F(EngineLoopTest, WarmAheadOvertakenByItsRequestIsDropped) {
   EXPECT_EQ(loop.stats().background_tokens, static_cast<int64_t>(other.prompt.size()));
 }
 
+// Invariant 2 for a loop that stops without ever having run: what was queued, requests
+// and warm-ahead alike, ends with kUnavailable instead of waiting forever.
+TEST_F(EngineLoopTest, TasksQueuedOnALoopThatNeverRanEndWhenItStops) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Open().ok());
+  auto request = Submit(loop, Task(LongText("q", 8), 4));
+  WarmAheadTask warm;
+  warm.prompt = Task(LongText("w", 8), 1).prompt;
+  auto background = Submit(loop, std::move(warm));
+  ASSERT_NE(request, nullptr);
+  ASSERT_NE(background, nullptr);
+  loop.Stop();
+  for (auto* stream : {request.get(), background.get()}) {
+    StreamEvent e;
+    ASSERT_TRUE(stream->Next(&e, milliseconds(0))) << "the task got no event";
+    EXPECT_EQ(e.kind, StreamEvent::Kind::kError);
+    EXPECT_EQ(e.error.code(), StatusCode::kUnavailable);
+    EXPECT_FALSE(stream->Next(&e, milliseconds(0))) << "one terminal event only";
+  }
+}
+
 // Chat tasks go through the output parser: the streamed pieces add up to the final
 // completion, field by field.
 TEST_F(EngineLoopTest, ChatTaskDeltasAddUpToTheCompletion) {
