@@ -10,7 +10,6 @@
 namespace hearth::bench {
 namespace {
 
-
 std::string SpreadCell(const std::optional<Spread>& s) {
   if (!s) return "-";
   return FormatNumber(s->p50) + " / " + FormatNumber(s->p90) + " / " + FormatNumber(s->min) + " / " +

@@ -11,7 +11,6 @@ namespace {
 
 using TurnKey = std::tuple<std::string, int, int, int>;  // scenario, rep, session, turn
 
-
 std::string Xml(const std::string& s) {
   std::string out;
   for (char c : s) {
