@@ -90,6 +90,9 @@ void AddHoldingsAndBackgroundMetrics(std::string* out, const EngineStats& s) {
   Add(out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
   Add(out, "shadow_tokens_total", "counter", "Tokens of re-rendered replies prefilled while they were generated.",
       s.shadow_tokens);
+  Add(out, "shadow_tokens_with_decode_total", "counter",
+      "Of those, tokens fed in the reply's own decode steps (the rest when the reply ended).",
+      s.shadow_tokens_with_decode);
   Add(out, "shadows_kept_total", "counter", "Shadow sequences given to the cache when their reply ended.",
       s.shadows_kept);
   Add(out, "shadows_dropped_total", "counter",
