@@ -35,16 +35,10 @@ if [[ ! -f "$model" ]]; then
   "$hearth" mkmodel --arch qwen35 --preset "$preset" --out "$model" >&2
 fi
 
-pids=()
-stop_all() {
-  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
-  for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
-}
-trap stop_all EXIT
-
 who=bench-compare
 # shellcheck source=lib/servers.sh
 source "$here/lib/servers.sh"
+trap stop_servers EXIT
 
 threads=()
 [[ -n "${THREADS:-}" ]] && threads=(-t "$THREADS")

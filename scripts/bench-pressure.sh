@@ -31,16 +31,10 @@ mkdir -p "$out"
 model=${MODEL:-$out/$preset-qwen35.gguf}
 [[ -f "$model" ]] || "$hearth" mkmodel --arch qwen35 --preset "$preset" --out "$model" >&2
 
-pids=()
-stop_all() {
-  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
-  for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-trap stop_all EXIT
 who=bench-pressure
 # shellcheck source=lib/servers.sh
 source "$here/lib/servers.sh"
+trap stop_servers EXIT
 
 # Fresh servers for each run, so one run's cache does not carry into the next.
 start_servers() {  # TAG
@@ -66,7 +60,7 @@ run_bench() {  # TAG GRID [flags...]
     --max-tokens "$max_tokens" --render-model "$model" --model-file "$model" --no-turn-table \
     --env "hearth_flags=-c $ctx -P $slots${THREADS:+ -t $THREADS}" --env "hearth_commit=$commit" \
     --out "$out/$tag" "$@" >"$out/$tag.txt" 2>"$out/$tag.progress"
-  stop_all
+  stop_servers
   # Why hearth's reuse stopped short, per request, from its own log.
   grep -o 'reuse_stopped: .*' "$out/hearth-$tag.log" | sort | uniq -c | sort -rn >"$out/hearth-$tag.reuse-stopped.txt" || true
   awk '/^## Memory pressure/{on=1; print; next} on && /^##/{exit} on' "$out/$tag.txt"

@@ -26,15 +26,10 @@ mkdir -p "$out"
 model=${MODEL:-$out/$preset-qwen35.gguf}
 [[ -f "$model" ]] || "$hearth" mkmodel --arch qwen35 --preset "$preset" --out "$model" >&2
 
-pids=()
-stop_all() {
-  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
-  for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
-}
-trap stop_all EXIT
 who=bench-shadow
 # shellcheck source=lib/servers.sh
 source "$here/lib/servers.sh"
+trap stop_servers EXIT
 
 read -r -a extra <<<"${HEARTH_FLAGS:-}"
 flags=(-c "${CTX:-8192}" -P "${SLOTS:-2}" -t "${THREADS:-1}" ${extra[@]+"${extra[@]}"})

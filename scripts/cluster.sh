@@ -53,12 +53,9 @@ fi
 mkdir -p "$results/logs"
 logs=$(cd "$results/logs" && pwd)
 work=$(mktemp -d)
-pids=()
 # shellcheck disable=SC2317  # run by the EXIT trap
 stop_all() {
-  local p
-  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
-  for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
+  stop_servers
   rm -rf "$work"
 }
 trap stop_all EXIT

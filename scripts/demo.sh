@@ -39,14 +39,13 @@ threads=()
 # The same cells and slots for both servers, as scripts/bench-compare.sh gives them.
 ctx=8192 slots=2
 
-pids=()
-stop_all() {
-  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
-  for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
-  [[ ${#pids[@]} -gt 0 ]] && echo "demo: stopped the servers"
+stop_demo() {
+  local n_started=${#pids[@]}
+  stop_servers
+  [[ $n_started -gt 0 ]] && echo "demo: stopped the servers"
   return 0
 }
-trap stop_all EXIT
+trap stop_demo EXIT
 
 echo "demo: starting hearth serve -m $model -c $ctx -P $slots"
 start_hearth "$results/hearth.log" "$results/hearth.err" -m "$model" -c "$ctx" -P "$slots" \

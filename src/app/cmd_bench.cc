@@ -83,10 +83,8 @@ bench::Flavor ParseFlavor(const std::string& s) {
   Usage("--flavor must be openai or anthropic, not '" + s + "'");
 }
 
-// Turns the flags into a BenchConfig; exits with a usage error when they do not fit.
-bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
-  bench::BenchConfig c = f.config;
-  c.command_line = command_line;
+// The servers: --diagnose's one, or the URL and --compare's, named by --label.
+void ResolveTargets(const BenchFlags& f, bench::BenchConfig& c) {
   std::vector<std::string> urls;
   c.probes = SplitList(f.probes);
   if (!c.probes.empty() && f.diagnose.empty()) Usage("--probe goes with --diagnose");
@@ -99,6 +97,10 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
   }
   if (f.labels.size() > urls.size()) Usage("more --label values than servers");
   for (size_t i = 0; i < urls.size(); ++i) c.targets.push_back({i < f.labels.size() ? f.labels[i] : "", urls[i]});
+}
+
+// How requests are sent: API flavor, order, sampling, pacing, reply length.
+void ResolveRequests(const BenchFlags& f, bench::BenchConfig& c) {
   c.run.flavor = ParseFlavor(f.flavor);
   if (f.alternate != "session" && f.alternate != "turn") Usage("--alternate must be session or turn");
   c.run.alternate = f.alternate == "turn" ? bench::Alternate::kTurn : bench::Alternate::kSession;
@@ -111,33 +113,41 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
     c.spec.max_tokens = *f.max_tokens;
     c.replay_max_tokens = f.max_tokens;
   }
-  for (const std::string& s : SplitList(f.sweep)) {
+}
+
+void ResolveSweep(const std::string& sweep, bench::BenchConfig& c) {
+  for (const std::string& s : SplitList(sweep)) {
     try {
       c.sweep_sizes.push_back(std::stoi(s));
     } catch (...) {
       Usage("--sweep takes token counts like 256,1024,4096, not '" + s + "'");
     }
   }
-  if (!f.pressure.empty()) {
-    const size_t colon = f.pressure.find(':');
-    if (colon == std::string::npos) Usage("--pressure takes CONVERSATIONS:TOKENS, e.g. 8:2400 or 2,4,8:1024,4096");
-    auto ints = [&](const std::string& list, std::vector<int>* out) {
-      for (const std::string& s : SplitList(list)) {
-        try {
-          out->push_back(std::stoi(s));
-        } catch (...) {
-          Usage("--pressure takes numbers like 2,4,8:1024,4096, not '" + s + "'");
-        }
-        if (out->back() < 1) Usage("--pressure values must be >= 1");
+}
+
+// --pressure CONVERSATIONS:TOKENS, each a comma-separated list.
+void ResolvePressure(const std::string& pressure, bench::BenchConfig& c) {
+  const size_t colon = pressure.find(':');
+  if (colon == std::string::npos) Usage("--pressure takes CONVERSATIONS:TOKENS, e.g. 8:2400 or 2,4,8:1024,4096");
+  auto ints = [&](const std::string& list, std::vector<int>* out) {
+    for (const std::string& s : SplitList(list)) {
+      try {
+        out->push_back(std::stoi(s));
+      } catch (...) {
+        Usage("--pressure takes numbers like 2,4,8:1024,4096, not '" + s + "'");
       }
-    };
-    ints(f.pressure.substr(0, colon), &c.pressure_conversations);
-    ints(f.pressure.substr(colon + 1), &c.pressure_lengths);
-    if (c.pressure_conversations.empty() || c.pressure_lengths.empty()) Usage("--pressure needs both lists");
-    if (c.pressure_turns < 2) Usage("--pressure-turns must be >= 2 (follow-ups are what is measured)");
-  }
-  // Sessions run when asked for, or when nothing else (replay, sweep, pressure) was.
-  std::string scen = f.scenarios;
+      if (out->back() < 1) Usage("--pressure values must be >= 1");
+    }
+  };
+  ints(pressure.substr(0, colon), &c.pressure_conversations);
+  ints(pressure.substr(colon + 1), &c.pressure_lengths);
+  if (c.pressure_conversations.empty() || c.pressure_lengths.empty()) Usage("--pressure needs both lists");
+  if (c.pressure_turns < 2) Usage("--pressure-turns must be >= 2 (follow-ups are what is measured)");
+}
+
+// Sessions run when asked for, or when nothing else (replay, sweep, pressure) was.
+void ResolveScenarios(const std::string& scenarios, bench::BenchConfig& c) {
+  std::string scen = scenarios;
   if (scen.empty() && c.replay_path.empty() && c.sweep_sizes.empty() && c.pressure_conversations.empty()) scen = "chat";
   for (const std::string& s : SplitList(scen)) {
     if (s == "all") {
@@ -148,6 +158,18 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
     if (!sc.ok()) Usage(sc.status().message());
     c.scenarios.push_back(*sc);
   }
+}
+
+// Turns the flags into a BenchConfig; exits with a usage error when they do not fit (the
+// first misfit in the order below).
+bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
+  bench::BenchConfig c = f.config;
+  c.command_line = command_line;
+  ResolveTargets(f, c);
+  ResolveRequests(f, c);
+  ResolveSweep(f.sweep, c);
+  if (!f.pressure.empty()) ResolvePressure(f.pressure, c);
+  ResolveScenarios(f.scenarios, c);
   for (const std::string& kv : f.env) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos) Usage("--env takes KEY=VALUE, not '" + kv + "'");
@@ -161,11 +183,83 @@ bench::BenchConfig Resolve(BenchFlags& f, const std::string& command_line) {
   return c;
 }
 
+// The servers, and the sessions sent to them.
+void AddSessionFlags(CLI::App* cmd, BenchFlags& f) {
+  bench::BenchConfig& c = f.config;
+  cmd->add_option("url", f.url, "server base URL")->capture_default_str();
+  cmd->add_option("--compare", f.compare, "more servers to measure alternately, same workload");
+  cmd->add_option("--label", f.labels, "names for the servers, in order (default: from /v1/models)");
+  cmd->add_option("--scenario", f.scenarios, "comma-separated scenarios (default chat)");
+  cmd->add_option("--turns", c.spec.n_turns, "turns (requests) per session")->capture_default_str();
+  cmd->add_option("--sessions", c.spec.n_sessions, "sessions per scenario (interleaved: 8 unless given)")
+      ->capture_default_str();
+  cmd->add_option("--system-tokens", c.spec.system_tokens, "system prompt size")->capture_default_str();
+  cmd->add_option("--user-tokens", c.spec.user_tokens, "size of each user message / tool result")->capture_default_str();
+  cmd->add_option("--context", c.spec.context_tokens, "size messages so the last prompt is about this long");
+  cmd->add_option("--max-tokens", f.max_tokens, "reply length (default 48; replay: cap)");
+  cmd->add_option("--interrupt-every", c.spec.interrupt_every, "interrupt scenario: cut every Nth reply")
+      ->capture_default_str();
+  cmd->add_option("--interrupt-after", c.spec.interrupt_after, "...after this many streamed pieces")
+      ->capture_default_str();
+  cmd->add_option("--seed", c.spec.seed, "workload seed")->capture_default_str();
+  cmd->add_option("--nonce", f.nonce, "text at the top of each first user message (default: random per run)");
+  cmd->add_flag("--no-nonce", f.no_nonce, "no nonce: reruns send identical sessions (a server may remember them)");
+  cmd->add_option("--reps", c.reps, "repetitions (different text, same shape)")->capture_default_str();
+  cmd->add_option("--warmup", c.run.warmup, "untimed requests per server first")->capture_default_str();
+  cmd->add_option("--think-ms", f.think_ms,
+                  "pause before each follow-up turn, from that session's last reply (a user reading, a tool running)")
+      ->capture_default_str();
+  cmd->add_option("--flavor", f.flavor, "API: openai or anthropic")->capture_default_str();
+  cmd->add_option("--alternate", f.alternate, "with --compare: alternate by session or turn")->capture_default_str();
+}
+
+// What runs instead of sessions, or besides them: replay, sweep, pressure, diagnosis.
+void AddModeFlags(CLI::App* cmd, BenchFlags& f) {
+  bench::BenchConfig& c = f.config;
+  cmd->add_option("--replay", c.replay_path, "JSONL of recorded request bodies to replay");
+  cmd->add_option("--replay-flavor", f.replay_flavor, "shape of the replayed bodies (default: detect)");
+  cmd->add_option("--sweep", f.sweep, "cold/warm sweep over prompt sizes, e.g. 256,1024,4096");
+  cmd->add_option("--pressure", f.pressure,
+                  "memory pressure over CONVERSATIONS:TOKENS lists, e.g. 8:2400 or 2,4,8,16:1024,2048,4096");
+  cmd->add_option("--pressure-turns", c.pressure_turns, "turns per pressure conversation")->capture_default_str();
+  cmd->add_option("--device-cells", c.device_cells,
+                  "the servers' KV cells (-c), for working set / device cells (default: from /props)");
+  cmd->add_option("--diagnose", f.diagnose, "probe one server for each cache failure mode");
+  cmd->add_option("--restart-cmd", c.restart_cmd,
+                  "diagnose: shell command that restarts the server on the same cache and returns (restart probe)");
+  cmd->add_option("--probe", f.probes, "diagnose: only these probes (comma-separated; default all)");
+}
+
+// How new tokens are counted, where results go, and how requests are sent.
+void AddRequestFlags(CLI::App* cmd, BenchFlags& f) {
+  bench::BenchConfig& c = f.config;
+  cmd->add_option("--render-model", c.render.model_path,
+                  "count new tokens with this model file's template and tokenizer (recommended)");
+  cmd->add_option("--render-url", c.render.url, "else: server whose /apply-template and /tokenize count them");
+  cmd->add_option("-o,--out", c.out_dir, "results folder (default bench-results/DATE-TIME)");
+  cmd->add_option("--model", c.run.model, "model name in requests (default: the server's first model)");
+  cmd->add_option("--api-key", c.run.api_key, "sent as Bearer and x-api-key");
+  cmd->add_option("--timeout", c.run.timeout_s, "seconds one request may take")->capture_default_str();
+  cmd->add_option("--temperature", f.temperature, "sampling temperature (default 0: greedy)");
+  cmd->add_flag("--send-reasoning", c.run.send_reasoning, "send reasoning_content back with earlier replies");
+  cmd->add_flag("--session-key", c.run.send_session_key,
+                "name each session as prompt_cache_key / metadata.user_id, for a load balancer's affinity");
+}
+
+// What the results record and print.
+void AddRecordFlags(CLI::App* cmd, BenchFlags& f) {
+  bench::BenchConfig& c = f.config;
+  cmd->add_option("--model-file", c.model_file, "model file to record in env.json (with its size)");
+  cmd->add_option("--env", f.env, "KEY=VALUE to record in env.json (server flags, notes)");
+  cmd->add_flag("--no-plots", f.no_plots, "skip the plots (SVG and PNG)");
+  cmd->add_flag("--no-turn-table", f.no_turn_table, "do not print the per-turn table");
+  cmd->add_flag("-q,--quiet", f.quiet, "no progress lines");
+}
+
 }  // namespace
 
 void RegisterBench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
-  bench::BenchConfig& c = f->config;
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure multi-turn reuse and speed of hearth or any OpenAI/Anthropic-style server");
   cmd->footer(
@@ -180,59 +274,11 @@ void RegisterBench(CLI::App& app) {
       "  hearth bench http://127.0.0.1:8080 --sweep 256,1024,4096\n"
       "  hearth bench http://127.0.0.1:8080 --pressure 2,4,8,16:1024,2048,4096 --device-cells 8192\n"
       "  hearth bench http://127.0.0.1:8080 --replay my-agent-log.jsonl");
-  cmd->add_option("url", f->url, "server base URL")->capture_default_str();
-  cmd->add_option("--compare", f->compare, "more servers to measure alternately, same workload");
-  cmd->add_option("--label", f->labels, "names for the servers, in order (default: from /v1/models)");
-  cmd->add_option("--scenario", f->scenarios, "comma-separated scenarios (default chat)");
-  cmd->add_option("--turns", c.spec.n_turns, "turns (requests) per session")->capture_default_str();
-  cmd->add_option("--sessions", c.spec.n_sessions, "sessions per scenario (interleaved: 8 unless given)")
-      ->capture_default_str();
-  cmd->add_option("--system-tokens", c.spec.system_tokens, "system prompt size")->capture_default_str();
-  cmd->add_option("--user-tokens", c.spec.user_tokens, "size of each user message / tool result")->capture_default_str();
-  cmd->add_option("--context", c.spec.context_tokens, "size messages so the last prompt is about this long");
-  cmd->add_option("--max-tokens", f->max_tokens, "reply length (default 48; replay: cap)");
-  cmd->add_option("--interrupt-every", c.spec.interrupt_every, "interrupt scenario: cut every Nth reply")
-      ->capture_default_str();
-  cmd->add_option("--interrupt-after", c.spec.interrupt_after, "...after this many streamed pieces")
-      ->capture_default_str();
-  cmd->add_option("--seed", c.spec.seed, "workload seed")->capture_default_str();
-  cmd->add_option("--nonce", f->nonce, "text at the top of each first user message (default: random per run)");
-  cmd->add_flag("--no-nonce", f->no_nonce, "no nonce: reruns send identical sessions (a server may remember them)");
-  cmd->add_option("--reps", c.reps, "repetitions (different text, same shape)")->capture_default_str();
-  cmd->add_option("--warmup", c.run.warmup, "untimed requests per server first")->capture_default_str();
-  cmd->add_option("--think-ms", f->think_ms,
-                  "pause before each follow-up turn, from that session's last reply (a user reading, a tool running)")
-      ->capture_default_str();
-  cmd->add_option("--flavor", f->flavor, "API: openai or anthropic")->capture_default_str();
-  cmd->add_option("--alternate", f->alternate, "with --compare: alternate by session or turn")->capture_default_str();
-  cmd->add_option("--replay", c.replay_path, "JSONL of recorded request bodies to replay");
-  cmd->add_option("--replay-flavor", f->replay_flavor, "shape of the replayed bodies (default: detect)");
-  cmd->add_option("--sweep", f->sweep, "cold/warm sweep over prompt sizes, e.g. 256,1024,4096");
-  cmd->add_option("--pressure", f->pressure,
-                  "memory pressure over CONVERSATIONS:TOKENS lists, e.g. 8:2400 or 2,4,8,16:1024,2048,4096");
-  cmd->add_option("--pressure-turns", c.pressure_turns, "turns per pressure conversation")->capture_default_str();
-  cmd->add_option("--device-cells", c.device_cells,
-                  "the servers' KV cells (-c), for working set / device cells (default: from /props)");
-  cmd->add_option("--diagnose", f->diagnose, "probe one server for each cache failure mode");
-  cmd->add_option("--restart-cmd", c.restart_cmd,
-                  "diagnose: shell command that restarts the server on the same cache and returns (restart probe)");
-  cmd->add_option("--probe", f->probes, "diagnose: only these probes (comma-separated; default all)");
-  cmd->add_option("--render-model", c.render.model_path,
-                  "count new tokens with this model file's template and tokenizer (recommended)");
-  cmd->add_option("--render-url", c.render.url, "else: server whose /apply-template and /tokenize count them");
-  cmd->add_option("-o,--out", c.out_dir, "results folder (default bench-results/DATE-TIME)");
-  cmd->add_option("--model", c.run.model, "model name in requests (default: the server's first model)");
-  cmd->add_option("--api-key", c.run.api_key, "sent as Bearer and x-api-key");
-  cmd->add_option("--timeout", c.run.timeout_s, "seconds one request may take")->capture_default_str();
-  cmd->add_option("--temperature", f->temperature, "sampling temperature (default 0: greedy)");
-  cmd->add_flag("--send-reasoning", c.run.send_reasoning, "send reasoning_content back with earlier replies");
-  cmd->add_flag("--session-key", c.run.send_session_key,
-                "name each session as prompt_cache_key / metadata.user_id, for a load balancer's affinity");
-  cmd->add_option("--model-file", c.model_file, "model file to record in env.json (with its size)");
-  cmd->add_option("--env", f->env, "KEY=VALUE to record in env.json (server flags, notes)");
-  cmd->add_flag("--no-plots", f->no_plots, "skip the plots (SVG and PNG)");
-  cmd->add_flag("--no-turn-table", f->no_turn_table, "do not print the per-turn table");
-  cmd->add_flag("-q,--quiet", f->quiet, "no progress lines");
+  // In the order --help lists them.
+  AddSessionFlags(cmd, *f);
+  AddModeFlags(cmd, *f);
+  AddRequestFlags(cmd, *f);
+  AddRecordFlags(cmd, *f);
   cmd->callback([f] {
     bench::BenchConfig config = Resolve(*f, CommandLine());
     int rc = 1;

@@ -35,6 +35,47 @@ int Fail(const Status& s) {
   return 1;
 }
 
+// The chat turn (system message, user message) as the model's template renders it.
+StatusOr<engine::RenderedPrompt> RenderTurn(const engine::Model& model, const GenerateFlags& f) {
+  auto tmpl = engine::ChatTemplate::Create(model, "");
+  if (!tmpl.ok()) return tmpl.status();
+  std::vector<engine::ChatMessage> messages;
+  if (!f.system.empty()) messages.push_back({.role = "system", .content = f.system});
+  messages.push_back({.role = "user", .content = f.message});
+  engine::RenderOptions ro;
+  ro.enable_thinking = !f.no_think;
+  return (*tmpl)->Render(messages, ro);
+}
+
+// Samples and prints the reply to `prompt`, prefilled as `tokens` into sequence 0 of
+// `ctx`, until end of generation, a stop string or f.n_predict tokens. Returns how many
+// tokens it generated.
+StatusOr<int> GenerateReply(const engine::Model& model, engine::Context& ctx, const engine::RenderedPrompt& prompt,
+                            const std::vector<engine::Token>& tokens, const GenerateFlags& f) {
+  engine::Sampler sampler(model, f.sampling);
+  sampler.Accept(tokens);
+  engine::Detokenizer detok(model, true);
+  engine::StopStrings stops(prompt.additional_stops);
+  engine::Batch batch;
+  int idx = ctx.LastPrefillIndex();
+  int n_generated = 0;
+  while (n_generated < f.n_predict) {
+    engine::Token t = sampler.Sample(ctx, idx);
+    ++n_generated;
+    if (model.IsEndOfGeneration(t)) break;
+    auto r = stops.Feed(detok.Push(t));
+    std::fputs(r.text.c_str(), stdout);
+    std::fflush(stdout);
+    if (r.stopped) break;
+    batch.Clear();
+    idx = batch.Add(t, ctx.SeqLength(0), 0, true);
+    HEARTH_RETURN_IF_ERROR(ctx.Decode(batch));
+  }
+  std::fputs(stops.Feed(detok.Flush()).text.c_str(), stdout);
+  std::fputs(stops.Flush().c_str(), stdout);
+  return n_generated;
+}
+
 int RunGenerate(const GenerateFlags& f) {
   using Clock = std::chrono::steady_clock;
   engine::InitBackend(false);
@@ -46,15 +87,7 @@ int RunGenerate(const GenerateFlags& f) {
   const auto& info = (*model)->info();
   std::printf("model: %s (%s), %d layers, %.1fM params, loaded in %.2fs\n", info.path.c_str(), info.arch.c_str(),
               info.n_layer, static_cast<double>(info.n_params) / 1e6, Seconds(t0, t_load));
-
-  auto tmpl = engine::ChatTemplate::Create(**model, "");
-  if (!tmpl.ok()) return Fail(tmpl.status());
-  std::vector<engine::ChatMessage> messages;
-  if (!f.system.empty()) messages.push_back({.role = "system", .content = f.system});
-  messages.push_back({.role = "user", .content = f.message});
-  engine::RenderOptions ro;
-  ro.enable_thinking = !f.no_think;
-  auto prompt = (*tmpl)->Render(messages, ro);
+  auto prompt = RenderTurn(**model, f);
   if (!prompt.ok()) return Fail(prompt.status());
 
   engine::ContextOptions co;
@@ -63,7 +96,6 @@ int RunGenerate(const GenerateFlags& f) {
   co.n_threads = f.n_threads;
   auto ctx = engine::Context::Create(**model, co);
   if (!ctx.ok()) return Fail(ctx.status());
-
   std::vector<engine::Token> tokens = (*model)->Tokenize(prompt->prompt, true, true);
   if (static_cast<int>(tokens.size()) + f.n_predict > f.n_ctx) {
     return Fail(OutOfRange("prompt of " + std::to_string(tokens.size()) + " tokens plus " +
@@ -74,35 +106,16 @@ int RunGenerate(const GenerateFlags& f) {
   if (Status s = (*ctx)->Prefill(0, tokens, 0, true); !s.ok()) return Fail(s);
   auto t_pf1 = Clock::now();
 
-  engine::Sampler sampler(**model, f.sampling);
-  sampler.Accept(tokens);
-  engine::Detokenizer detok(**model, true);
-  engine::StopStrings stops(prompt->additional_stops);
-  engine::Batch batch;
-  int idx = (*ctx)->LastPrefillIndex();
-  int n_generated = 0;
   std::printf("--- prompt (%zu tokens) ---\n%s\n--- reply ---\n", tokens.size(), prompt->prompt.c_str());
   auto t_dec0 = Clock::now();
-  while (n_generated < f.n_predict) {
-    engine::Token t = sampler.Sample(**ctx, idx);
-    ++n_generated;
-    if ((*model)->IsEndOfGeneration(t)) break;
-    auto r = stops.Feed(detok.Push(t));
-    std::fputs(r.text.c_str(), stdout);
-    std::fflush(stdout);
-    if (r.stopped) break;
-    batch.Clear();
-    idx = batch.Add(t, (*ctx)->SeqLength(0), 0, true);
-    if (Status s = (*ctx)->Decode(batch); !s.ok()) return Fail(s);
-  }
-  std::fputs(stops.Feed(detok.Flush()).text.c_str(), stdout);
-  std::fputs(stops.Flush().c_str(), stdout);
+  auto n_generated = GenerateReply(**model, **ctx, *prompt, tokens, f);
+  if (!n_generated.ok()) return Fail(n_generated.status());
   auto t_dec1 = Clock::now();
   const double pf = Seconds(t_pf0, t_pf1), dec = Seconds(t_dec0, t_dec1);
   std::printf("\n--- stats ---\nprefill: %zu tokens in %.3fs (%.1f tokens/s)\n", tokens.size(), pf,
               static_cast<double>(tokens.size()) / pf);
-  std::printf("decode:  %d tokens in %.3fs (%.1f tokens/s)\n", n_generated, dec,
-              static_cast<double>(n_generated) / dec);
+  std::printf("decode:  %d tokens in %.3fs (%.1f tokens/s)\n", *n_generated, dec,
+              static_cast<double>(*n_generated) / dec);
   return 0;
 }
 

@@ -91,18 +91,11 @@ std::vector<std::string> ExpandLlamaServerFlags(std::vector<std::string> args) {
   return args;
 }
 
-void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
-  f.engine.n_parallel = 2;
-  // llama-server's batch sizes: a long prompt is prefilled 2048 tokens per engine step (in
-  // micro-batches of 512), which keeps a GPU busy; hearth's other commands keep 512.
-  f.engine.context.n_batch = kLlamaServerBatch;
-  f.engine.context.n_ubatch = kLlamaServerUbatch;
-  const char* kModel = "Model and devices";
-  const char* kContext = "Context and KV cache";
-  const char* kServer = "Server";
-  const char* kChat = "Chat";
-  const char* kCache = "Prefix cache (hearth)";
+namespace {
 
+// The model file, and the devices its layers go to.
+void AddModelFlags(CLI::App& cmd, ServeFlags& f) {
+  const char* kModel = "Model and devices";
   cmd.add_option("-m,--model", f.model_path, "GGUF model file (required)")->group(kModel);
   cmd.add_option("--n-gpu-layers,--gpu-layers", f.n_gpu_layers,
                  "-ngl: layers to offload to the accelerator: a number, 'all' or 'auto' (default: all)")
@@ -125,7 +118,11 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_option("--rpc", f.rpc_servers,
                  "comma-separated llama.cpp RPC servers (host:port) whose devices the model may use")
       ->group(kModel);
+}
 
+// The KV cells and how the context decodes.
+void AddContextFlags(CLI::App& cmd, ServeFlags& f) {
+  const char* kContext = "Context and KV cache";
   cmd.add_option("-c,--ctx-size", f.ctx_size,
                  "KV cells shared by all sequences (0: the model's training context; default: that, capped by free "
                  "memory)")
@@ -148,7 +145,11 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
                  "-ctv: KV cache type for V (a quantized type needs flash attention)")
       ->capture_default_str()
       ->group(kContext);
+}
 
+// HTTP, keys, limits and defaults for requests that set none.
+void AddServerFlags(CLI::App& cmd, ServeFlags& f) {
+  const char* kServer = "Server";
   cmd.add_option("--host", f.http.host, "address to listen on")->capture_default_str()->group(kServer);
   cmd.add_option("--port", f.http.port, "port (0: any free port)")->capture_default_str()->group(kServer);
   cmd.add_option("--api-key", f.api_keys,
@@ -178,7 +179,11 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_flag("-v,--verbose", f.verbose,
                "log llama.cpp's messages, why shadows were dropped, and the earlier text a volatile span replaced")
       ->group(kServer);
+}
 
+// How conversations are rendered and replies parsed.
+void AddChatFlags(CLI::App& cmd, ServeFlags& f) {
+  const char* kChat = "Chat";
   cmd.add_flag("--jinja", f.jinja, "accepted for llama-server's command lines: hearth always uses the Jinja template")
       ->group(kChat);
   cmd.add_option("--chat-template-file", f.chat_template_file, "Jinja template to use instead of the model's")
@@ -198,7 +203,11 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
       ->group(kChat);
   cmd.add_flag("--stabilize-drop", f.stabilize_drop, "drop matched spans instead of moving them to the end")
       ->group(kChat);
+}
 
+// hearth's own: the tiers, warm-ahead and shadow prefill.
+void AddPrefixCacheFlags(CLI::App& cmd, ServeFlags& f) {
+  const char* kCache = "Prefix cache (hearth)";
   cmd.add_option("--cache-seqs", f.cache_sequences, "idle conversations kept on the device")
       ->capture_default_str()
       ->group(kCache);
@@ -236,7 +245,11 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_flag("!--no-cache", f.engine.prefix_cache,
                "no prefix cache at all (every prompt computed in full): a baseline for measuring the cache")
       ->group(kCache);
+}
 
+// llama-server's flags hearth refuses: hidden from --help, recorded with why when given
+// (FinishServeFlags refuses them).
+void AddRefusedFlags(CLI::App& cmd, ServeFlags& f) {
   for (const Unsupported& u : kUnsupported) {
     const std::string names = u.names;
     const std::string why = u.why;
@@ -247,6 +260,23 @@ void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
       cmd.add_flag_function(names, record)->group("");
     }
   }
+}
+
+}  // namespace
+
+void AddServeFlags(CLI::App& cmd, ServeFlags& f) {
+  f.engine.n_parallel = 2;
+  // llama-server's batch sizes: a long prompt is prefilled 2048 tokens per engine step (in
+  // micro-batches of 512), which keeps a GPU busy; hearth's other commands keep 512.
+  f.engine.context.n_batch = kLlamaServerBatch;
+  f.engine.context.n_ubatch = kLlamaServerUbatch;
+  // In the order --help lists them, which is llama-server's.
+  AddModelFlags(cmd, f);
+  AddContextFlags(cmd, f);
+  AddServerFlags(cmd, f);
+  AddChatFlags(cmd, f);
+  AddPrefixCacheFlags(cmd, f);
+  AddRefusedFlags(cmd, f);
 }
 
 Status FinishServeFlags(ServeFlags& f) {

@@ -48,64 +48,77 @@ struct Step {
   std::vector<Json> results;
 };
 
+// The assistant's text before its tool call: `text` half the time, else none.
+Json Preamble(Rng& rng, const std::string& text) {
+  return Json{{"role", "assistant"}, {"content", rng.Chance(0.5) ? text : std::string()}};
+}
+
+// Each step kind adds its call(s) to `calls` and their results to `st`. The order of the
+// draws from `rng` is the workload: changing it changes every session after this step.
+void ReadFilesStep(Rng& rng, bool python, int n_tokens, Step& st, Json& calls) {
+  const int n_files = rng.Chance(0.3) ? 2 : 1;
+  st.reply = Preamble(rng, "Let me look at the relevant code first.");
+  for (int i = 0; i < n_files; ++i) {
+    Json call = ToolCall(rng, "read_file", Json{{"file_path", SourcePath(rng)}});
+    st.results.push_back(ToolResult(call, NumberLines(Code(rng, n_tokens / n_files, python))));
+    calls.push_back(std::move(call));
+  }
+}
+
+void SearchStep(Rng& rng, bool python, int n_tokens, Step& st, Json& calls) {
+  st.reply = Preamble(rng, "I'll search for the other places that use it.");
+  const std::string pattern = Identifier(rng, rng.Chance(0.5));
+  Json call = ToolCall(rng, "grep", Json{{"pattern", pattern}, {"glob", python ? "*.py" : "*.cc"}, {"output_mode", "content"}});
+  std::string out;
+  while (EstimateTokens(out) < n_tokens) {
+    out += SourcePath(rng) + ":" + std::to_string(rng.Range(1, 900)) + ":  " + Identifier(rng, false) + " = " + pattern +
+           "(" + Identifier(rng, false) + ");\n";
+  }
+  st.results.push_back(ToolResult(call, out));
+  calls.push_back(std::move(call));
+}
+
+void EditStep(Rng& rng, bool python, int n_tokens, Step& st, Json& calls) {
+  st.reply = Preamble(rng, "Now I'll make the change.");
+  const std::string path = SourcePath(rng);
+  Json call = ToolCall(rng, "edit_file",
+                       Json{{"file_path", path},
+                            {"old_string", Code(rng, 40, python)},
+                            {"new_string", Code(rng, 50, python)}});
+  st.results.push_back(ToolResult(call, "The file " + path + " has been updated. Here is the edited part:\n" +
+                                            NumberLines(Code(rng, std::max(20, n_tokens - 20), python))));
+  calls.push_back(std::move(call));
+}
+
+void RunTestsStep(Rng& rng, int n_tokens, Step& st, Json& calls) {
+  st.reply = Preamble(rng, "Let me run the tests to check.");
+  Json call = ToolCall(rng, "bash", Json{{"command", "make test 2>&1 | tail -40"}, {"description", "Run the test suite"}});
+  std::string out;
+  int i = 0;
+  while (EstimateTokens(out) < n_tokens) {
+    out += "[ RUN      ] " + Identifier(rng, true) + "Test." + Identifier(rng, true) + "\n[       OK ] (" +
+           std::to_string(rng.Range(0, 90)) + " ms)\n";
+    if (++i % 7 == 0) out += Prose(rng, 20) + "\n";
+  }
+  out += "100% tests passed, 0 tests failed out of " + std::to_string(i) + "\n";
+  st.results.push_back(ToolResult(call, out));
+  calls.push_back(std::move(call));
+}
+
+// Step 0 of a cycle reads one or two files, step 1 searches, later ones edit a file or
+// run the tests.
 Step MakeStep(Rng& rng, int cycle_step, int n_tokens) {
   Step st;
   Json calls = Json::array();
   const bool python = rng.Chance(0.4);
-  auto preamble = [&](const std::string& text) {
-    st.reply = Json{{"role", "assistant"}, {"content", rng.Chance(0.5) ? text : std::string()}};
-  };
-  switch (cycle_step) {
-    case 0: {  // read one or two files
-      const int n_files = rng.Chance(0.3) ? 2 : 1;
-      preamble("Let me look at the relevant code first.");
-      for (int i = 0; i < n_files; ++i) {
-        Json call = ToolCall(rng, "read_file", Json{{"file_path", SourcePath(rng)}});
-        st.results.push_back(ToolResult(call, NumberLines(Code(rng, n_tokens / n_files, python))));
-        calls.push_back(std::move(call));
-      }
-      break;
-    }
-    case 1: {  // search
-      preamble("I'll search for the other places that use it.");
-      const std::string pattern = Identifier(rng, rng.Chance(0.5));
-      Json call = ToolCall(rng, "grep", Json{{"pattern", pattern}, {"glob", python ? "*.py" : "*.cc"}, {"output_mode", "content"}});
-      std::string out;
-      while (EstimateTokens(out) < n_tokens) {
-        out += SourcePath(rng) + ":" + std::to_string(rng.Range(1, 900)) + ":  " + Identifier(rng, false) + " = " + pattern +
-               "(" + Identifier(rng, false) + ");\n";
-      }
-      st.results.push_back(ToolResult(call, out));
-      calls.push_back(std::move(call));
-      break;
-    }
-    default: {  // edit, or run the tests
-      if (rng.Chance(0.5)) {
-        preamble("Now I'll make the change.");
-        const std::string path = SourcePath(rng);
-        Json call = ToolCall(rng, "edit_file",
-                             Json{{"file_path", path},
-                                  {"old_string", Code(rng, 40, python)},
-                                  {"new_string", Code(rng, 50, python)}});
-        st.results.push_back(ToolResult(call, "The file " + path + " has been updated. Here is the edited part:\n" +
-                                                  NumberLines(Code(rng, std::max(20, n_tokens - 20), python))));
-        calls.push_back(std::move(call));
-      } else {
-        preamble("Let me run the tests to check.");
-        Json call = ToolCall(rng, "bash", Json{{"command", "make test 2>&1 | tail -40"}, {"description", "Run the test suite"}});
-        std::string out;
-        int i = 0;
-        while (EstimateTokens(out) < n_tokens) {
-          out += "[ RUN      ] " + Identifier(rng, true) + "Test." + Identifier(rng, true) + "\n[       OK ] (" +
-                 std::to_string(rng.Range(0, 90)) + " ms)\n";
-          if (++i % 7 == 0) out += Prose(rng, 20) + "\n";
-        }
-        out += "100% tests passed, 0 tests failed out of " + std::to_string(i) + "\n";
-        st.results.push_back(ToolResult(call, out));
-        calls.push_back(std::move(call));
-      }
-      break;
-    }
+  if (cycle_step == 0) {
+    ReadFilesStep(rng, python, n_tokens, st, calls);
+  } else if (cycle_step == 1) {
+    SearchStep(rng, python, n_tokens, st, calls);
+  } else if (rng.Chance(0.5)) {
+    EditStep(rng, python, n_tokens, st, calls);
+  } else {
+    RunTestsStep(rng, n_tokens, st, calls);
   }
   st.reply["tool_calls"] = std::move(calls);
   return st;

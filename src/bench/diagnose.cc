@@ -172,18 +172,11 @@ std::string Restart(const std::string& cmd, const ServerClient& client) {
   return "the server did not answer /health within 300 s of the restart";
 }
 
-}  // namespace
-
-int RunDiagnose(const BenchConfig& config) {
-  Runner runner(config.targets, config.render, config.run);
-  if (Status s = runner.Start(); !s.ok()) {
-    std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
-    return 1;
-  }
+// Every probe, sized from the config and the server's device cells (when known).
+std::vector<Probe> AllProbes(const BenchConfig& config, std::optional<int> cells) {
   const int n_evict = config.spec.n_sessions > 1 ? config.spec.n_sessions : 6;
   const int n_pressure = config.spec.n_sessions > 1 ? config.spec.n_sessions : 8;
   // Four times the device cells when they are known, else about 2.5 times hearth's default.
-  const std::optional<int> cells = DeviceCells(config, runner.Environment());
   const int pressure_tokens = cells ? std::max(PressureShape{}.conversation_tokens, 4 * *cells / n_pressure)
                                     : PressureShape{}.conversation_tokens;
   Probe pressure{"pressure",
@@ -199,7 +192,7 @@ int RunDiagnose(const BenchConfig& config) {
   restart.restart = true;
   restart.restart_cmd = config.restart_cmd;
   restart.pressure_tokens = kRestartConversationTokens;
-  const std::vector<Probe> all_probes = {
+  return {
       {"baseline", "plain chat, nothing unusual", Scenario::kChat, 4},
       {"volatile-line", "a request id and timestamp early in the system prompt", Scenario::kVolatile, 4},
       {"interrupted-reply", "a reply cut off mid-stream and sent back partial", Scenario::kInterrupt, 4, 1, 2},
@@ -209,60 +202,62 @@ int RunDiagnose(const BenchConfig& config) {
       restart,
       pressure,
   };
-  std::vector<Probe> probes;
-  for (const Probe& p : all_probes) {
-    if (config.probes.empty() || std::find(config.probes.begin(), config.probes.end(), p.name) != config.probes.end()) {
-      probes.push_back(p);
-    }
-  }
-  for (const std::string& name : config.probes) {
-    if (std::none_of(all_probes.begin(), all_probes.end(), [&](const Probe& p) { return p.name == name; })) {
-      std::string names;
-      for (const Probe& p : all_probes) names += (names.empty() ? "" : ", ") + p.name;
-      std::fprintf(stderr, "hearth bench: no probe '%s' (probes: %s)\n", name.c_str(), names.c_str());
-      return 1;
-    }
-  }
-  auto ep = ParseEndpoint(config.targets[0].url);
-  const ServerClient client(*ep, config.run.api_key, 30);
-  std::vector<Verdict> verdicts;
-  std::string restart_md;
-  for (const Probe& p : probes) {
-    if (p.restart && config.restart_cmd.empty()) {
-      verdicts.push_back({p.name, p.what, std::nullopt, std::nullopt, "",
-                          "skipped: pass --restart-cmd CMD (restarts the server, e.g. `systemctl restart X`) if it "
-                          "keeps its cache across restarts"});
-      continue;
-    }
-    std::fprintf(stderr, "hearth bench: probe %s: %s\n", p.name.c_str(), p.what.c_str());
-    WorkloadSpec spec = config.spec;
-    spec.scenario = p.scenario;
-    spec.n_turns = p.n_turns;
-    spec.n_sessions = p.n_sessions;
-    spec.interrupt_every = p.interrupt_every;
-    spec.seed = config.spec.seed + verdicts.size();
-    if (p.pressure_tokens) spec = PressureSpec(spec, {p.n_sessions, *p.pressure_tokens, p.n_turns});
-    Workload w = MakeWorkload(spec);
-    w.name = p.name;
-    std::string restart_failed;
-    if (p.restart) {
-      // Conversations go one turn of each in turn: the first to reach kRestartTurn is session 0.
-      runner.SetBeforeTurn([&](int session, int turn) {
-        if (turn == kRestartTurn && session == 0) restart_failed = Restart(p.restart_cmd, client);
-      });
-    }
-    runner.Run(w);
-    runner.SetBeforeTurn(nullptr);
-    if (p.restart) {
-      verdicts.push_back(JudgeRestart(p, runner.rows(), restart_failed, &restart_md));
-    } else if (p.pressure_tokens) {
-      verdicts.push_back(JudgePressure(p, runner.rows(), {runner.targets()[0].label}));
-    } else {
-      verdicts.push_back(Judge(p, runner.rows()));
-    }
-  }
+}
 
-  std::string md = "## Diagnosis of " + config.targets[0].url +
+// The probes `names` asks for, in `all`'s order (every one when `names` is empty);
+// nullopt, with a message, when it names a probe that does not exist.
+std::optional<std::vector<Probe>> SelectProbes(const std::vector<Probe>& all, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (std::none_of(all.begin(), all.end(), [&](const Probe& p) { return p.name == name; })) {
+      std::string known;
+      for (const Probe& p : all) known += (known.empty() ? "" : ", ") + p.name;
+      std::fprintf(stderr, "hearth bench: no probe '%s' (probes: %s)\n", name.c_str(), known.c_str());
+      return std::nullopt;
+    }
+  }
+  std::vector<Probe> out;
+  for (const Probe& p : all) {
+    if (names.empty() || std::find(names.begin(), names.end(), p.name) != names.end()) out.push_back(p);
+  }
+  return out;
+}
+
+// Runs probe `p` (its workload seeded `seed`) and judges it; the restart probe also
+// writes its table to `restart_md`.
+Verdict RunProbe(const Probe& p, const BenchConfig& config, uint64_t seed, Runner& runner, const ServerClient& client,
+                 std::string* restart_md) {
+  if (p.restart && config.restart_cmd.empty()) {
+    return {p.name, p.what, std::nullopt, std::nullopt, "",
+            "skipped: pass --restart-cmd CMD (restarts the server, e.g. `systemctl restart X`) if it "
+            "keeps its cache across restarts"};
+  }
+  std::fprintf(stderr, "hearth bench: probe %s: %s\n", p.name.c_str(), p.what.c_str());
+  WorkloadSpec spec = config.spec;
+  spec.scenario = p.scenario;
+  spec.n_turns = p.n_turns;
+  spec.n_sessions = p.n_sessions;
+  spec.interrupt_every = p.interrupt_every;
+  spec.seed = seed;
+  if (p.pressure_tokens) spec = PressureSpec(spec, {p.n_sessions, *p.pressure_tokens, p.n_turns});
+  Workload w = MakeWorkload(spec);
+  w.name = p.name;
+  std::string restart_failed;
+  if (p.restart) {
+    // Conversations go one turn of each in turn: the first to reach kRestartTurn is session 0.
+    runner.SetBeforeTurn([&](int session, int turn) {
+      if (turn == kRestartTurn && session == 0) restart_failed = Restart(p.restart_cmd, client);
+    });
+  }
+  runner.Run(w);
+  runner.SetBeforeTurn(nullptr);
+  if (p.restart) return JudgeRestart(p, runner.rows(), restart_failed, restart_md);
+  if (p.pressure_tokens) return JudgePressure(p, runner.rows(), {runner.targets()[0].label});
+  return Judge(p, runner.rows());
+}
+
+std::string DiagnosisMarkdown(const std::string& url, const std::vector<Verdict>& verdicts,
+                              const std::string& restart_md) {
+  std::string md = "## Diagnosis of " + url +
                    "\n\nEach probe is a short session; a follow-up turn passes when prefilled ≤ 1.02 × new + 8 "
                    "(pressure: when prefilled ≤ 1.05 × new).\n\n"
                    "| probe | looks for | prefilled÷new | reuse broke at turn | what differed | verdict |\n"
@@ -273,9 +268,29 @@ int RunDiagnose(const BenchConfig& config) {
           v.verdict + " |\n";
   }
   if (!restart_md.empty()) md += "\n" + restart_md;
+  return md;
+}
+
+}  // namespace
+
+int RunDiagnose(const BenchConfig& config) {
+  Runner runner(config.targets, config.render, config.run);
+  if (Status s = runner.Start(); !s.ok()) {
+    std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
+    return 1;
+  }
+  const auto probes = SelectProbes(AllProbes(config, DeviceCells(config, runner.Environment())), config.probes);
+  if (!probes) return 1;
+  auto ep = ParseEndpoint(config.targets[0].url);
+  const ServerClient client(*ep, config.run.api_key, 30);
+  std::vector<Verdict> verdicts;
+  std::string restart_md;
+  for (const Probe& p : *probes) {
+    verdicts.push_back(RunProbe(p, config, config.spec.seed + verdicts.size(), runner, client, &restart_md));
+  }
   BenchConfig c = config;
   c.print_turns = false;
-  return FinishRun(c, runner, md, {});
+  return FinishRun(c, runner, DiagnosisMarkdown(config.targets[0].url, verdicts, restart_md), {});
 }
 
 }  // namespace hearth::bench

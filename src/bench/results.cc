@@ -106,20 +106,22 @@ std::string CsvLine(const TurnRow& r) {
   return s;
 }
 
-std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
-  std::vector<GroupSummary> out;
-  std::map<std::pair<std::string, std::string>, size_t> index;
-  struct Samples {
-    std::vector<double> ttft_f, ttft_0, e2e, tps, ratio, ttft_ideal;
-    long prefilled = 0, fresh = 0;
-  };
-  std::vector<Samples> samples;
-  // Each session's cold cost, from its first turn: ms per prefilled token, ms per step.
-  struct Cold {
-    double ms_per_token = 0, step_ms = 0;
-  };
-  using SessionKey = std::tuple<std::string, std::string, int, int>;
-  std::map<SessionKey, Cold> cold;
+namespace {
+
+// One group's samples, summarized at the end.
+struct GroupSamples {
+  std::vector<double> ttft_f, ttft_0, e2e, tps, ratio, ttft_ideal;
+  long prefilled = 0, fresh = 0;
+};
+
+// A session's cold cost, from its first turn: ms per prefilled token, ms per decode step.
+struct ColdCost {
+  double ms_per_token = 0, step_ms = 0;
+};
+using SessionKey = std::tuple<std::string, std::string, int, int>;  // server, scenario, rep, session
+
+std::map<SessionKey, ColdCost> ColdCosts(const std::vector<TurnRow>& rows) {
+  std::map<SessionKey, ColdCost> cold;
   for (const TurnRow& r : rows) {
     if (!r.ok || r.interrupted || r.follow_up() || r.turn != 0 || !r.ttft_ms || !r.decode_tps || *r.decode_tps <= 0) {
       continue;
@@ -129,46 +131,59 @@ std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
     if (!prefilled || *prefilled <= 0 || *r.ttft_ms <= step) continue;
     cold[{r.server, r.scenario, r.rep, r.session}] = {(*r.ttft_ms - step) / *prefilled, step};
   }
+  return cold;
+}
+
+// Counts `r` into its group and its samples.
+void AddToGroup(const TurnRow& r, const std::map<SessionKey, ColdCost>& cold, GroupSummary& g, GroupSamples& s) {
+  ++g.n_turns;
+  if (!r.ok) ++g.n_errors;
+  if (r.interrupted) ++g.n_interrupted;
+  if (!r.ok) return;
+  if (r.ttft_ms && !r.interrupted) (r.follow_up() ? s.ttft_f : s.ttft_0).push_back(*r.ttft_ms);
+  if (!r.interrupted) s.e2e.push_back(r.e2e_ms);
+  if (r.decode_tps) s.tps.push_back(*r.decode_tps);
+  if (!r.follow_up()) return;
+  if (!r.reused_tokens && !r.interrupted) ++g.n_reuse_unknown;
+  if (auto ratio = r.prefill_ratio(); ratio && !r.interrupted) {
+    s.ratio.push_back(*ratio);
+    s.prefilled += *r.prefilled_tokens();
+    s.fresh += *r.new_tokens;
+  }
+  if (auto c = cold.find({r.server, r.scenario, r.rep, r.session});
+      c != cold.end() && r.ttft_ms && !r.interrupted && r.new_tokens && *r.new_tokens > 0) {
+    s.ttft_ideal.push_back(*r.ttft_ms / (*r.new_tokens * c->second.ms_per_token + c->second.step_ms));
+  }
+  if (auto met = r.target_met()) {
+    ++g.n_target_checked;
+    if (*met) ++g.n_target_met;
+  }
+}
+
+}  // namespace
+
+std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
+  const std::map<SessionKey, ColdCost> cold = ColdCosts(rows);
+  std::vector<GroupSummary> out;
+  std::vector<GroupSamples> samples;
+  std::map<std::pair<std::string, std::string>, size_t> index;
   for (const TurnRow& r : rows) {
-    auto key = std::make_pair(r.server, r.scenario);
-    auto [it, inserted] = index.emplace(key, out.size());
+    auto [it, inserted] = index.emplace(std::make_pair(r.server, r.scenario), out.size());
     if (inserted) {
       out.push_back(GroupSummary{r.server, r.scenario});
       samples.emplace_back();
     }
-    GroupSummary& g = out[it->second];
-    Samples& s = samples[it->second];
-    ++g.n_turns;
-    if (!r.ok) ++g.n_errors;
-    if (r.interrupted) ++g.n_interrupted;
-    if (!r.ok) continue;
-    if (r.ttft_ms && !r.interrupted) (r.follow_up() ? s.ttft_f : s.ttft_0).push_back(*r.ttft_ms);
-    if (!r.interrupted) s.e2e.push_back(r.e2e_ms);
-    if (r.decode_tps) s.tps.push_back(*r.decode_tps);
-    if (!r.follow_up()) continue;
-    if (!r.reused_tokens && !r.interrupted) ++g.n_reuse_unknown;
-    if (auto ratio = r.prefill_ratio(); ratio && !r.interrupted) {
-      s.ratio.push_back(*ratio);
-      s.prefilled += *r.prefilled_tokens();
-      s.fresh += *r.new_tokens;
-    }
-    if (auto c = cold.find({r.server, r.scenario, r.rep, r.session});
-        c != cold.end() && r.ttft_ms && !r.interrupted && r.new_tokens && *r.new_tokens > 0) {
-      s.ttft_ideal.push_back(*r.ttft_ms / (*r.new_tokens * c->second.ms_per_token + c->second.step_ms));
-    }
-    if (auto met = r.target_met()) {
-      ++g.n_target_checked;
-      if (*met) ++g.n_target_met;
-    }
+    AddToGroup(r, cold, out[it->second], samples[it->second]);
   }
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i].ttft_follow_up = Summarize(samples[i].ttft_f);
-    out[i].ttft_first = Summarize(samples[i].ttft_0);
-    out[i].e2e = Summarize(samples[i].e2e);
-    out[i].decode_tps = Summarize(samples[i].tps);
-    out[i].ratio = Summarize(samples[i].ratio);
-    out[i].ttft_vs_ideal = Summarize(samples[i].ttft_ideal);
-    if (samples[i].fresh > 0) out[i].session_ratio = static_cast<double>(samples[i].prefilled) / static_cast<double>(samples[i].fresh);
+    const GroupSamples& s = samples[i];
+    out[i].ttft_follow_up = Summarize(s.ttft_f);
+    out[i].ttft_first = Summarize(s.ttft_0);
+    out[i].e2e = Summarize(s.e2e);
+    out[i].decode_tps = Summarize(s.tps);
+    out[i].ratio = Summarize(s.ratio);
+    out[i].ttft_vs_ideal = Summarize(s.ttft_ideal);
+    if (s.fresh > 0) out[i].session_ratio = static_cast<double>(s.prefilled) / static_cast<double>(s.fresh);
   }
   return out;
 }

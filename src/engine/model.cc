@@ -209,7 +209,6 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const Mode
 Model::Model(llama_model* model, ModelInfo info)
     : model_(model), vocab_(llama_model_get_vocab(model)), info_(std::move(info)) {}
 
-
 void LlamaModelDeleter::operator()(llama_model* model) const { llama_model_free(model); }
 
 std::vector<Token> Model::Tokenize(std::string_view text, bool add_bos, bool parse_special) const {

@@ -50,6 +50,11 @@ struct OutputParser::Impl {
   std::array<bool, 256> marker_byte{};  // first bytes of the delimiters
   std::string probe;                    // text without marker bytes; empty when there is none
   OpenRun open = OpenRun::kNone;        // where text without marker bytes goes
+
+  // Push's two shortcuts, updating `output`: text that only extends the open run, and
+  // the rest of the reply as plain content once it is not in the format.
+  std::vector<ParsedDelta> AppendToOpenRun(const std::string& piece, ParsedOutput& output);
+  std::vector<ParsedDelta> FallBack(ParsedOutput& output);
 };
 
 namespace {
@@ -160,6 +165,36 @@ size_t StreamedEnd(const std::string& text, const ParsedOutput& sent) {
   return at;
 }
 
+// Tool call ids stable across partial parses: each call keeps the id it was first given
+// (the model's own, else call_N).
+void KeepToolCallIds(common_chat_msg& msg, std::vector<std::string>& ids, int& next_id) {
+  for (size_t i = 0; i < msg.tool_calls.size(); ++i) {
+    if (ids.size() <= i) {
+      std::string id = msg.tool_calls[i].id;
+      if (id.empty()) id = "call_" + std::to_string(next_id++);
+      ids.push_back(id);
+    }
+    msg.tool_calls[i].id = ids[i];
+  }
+}
+
+std::vector<ParsedDelta> ToDeltas(std::vector<common_chat_msg_diff> diffs) {
+  std::vector<ParsedDelta> deltas;
+  for (auto& d : diffs) {
+    ParsedDelta pd;
+    pd.content = std::move(d.content_delta);
+    pd.reasoning = std::move(d.reasoning_content_delta);
+    if (d.tool_call_index != std::string::npos) {
+      pd.tool_call_index = static_cast<int>(d.tool_call_index);
+      pd.tool_call_id = d.tool_call_delta.id;
+      pd.tool_call_name = d.tool_call_delta.name;
+      pd.tool_call_arguments = d.tool_call_delta.arguments;
+    }
+    deltas.push_back(std::move(pd));
+  }
+  return deltas;
+}
+
 }  // namespace
 
 OutputParser::OutputParser(const OutputFormat& format, ParseMode mode) : impl_(std::make_unique<Impl>()) {
@@ -235,67 +270,50 @@ void OutputParser::FindOpenRun() {
   }
 }
 
+std::vector<ParsedDelta> OutputParser::Impl::AppendToOpenRun(const std::string& piece, ParsedOutput& output) {
+  if (open == OpenRun::kContent) {
+    last.content += piece;
+    output.content += piece;
+    return {ParsedDelta{.content = piece}};
+  }
+  last.reasoning_content += piece;
+  output.reasoning += piece;
+  return {ParsedDelta{.reasoning = piece}};
+}
+
+// Not in the expected format: from here on everything is plain content. What was already
+// streamed as content stays; reasoning or tool calls sent so far stay sent.
+std::vector<ParsedDelta> OutputParser::Impl::FallBack(ParsedOutput& output) {
+  std::string unsent = text.substr(StreamedEnd(text, output));
+  output.content += unsent;
+  if (unsent.empty()) return {};
+  return {ParsedDelta{.content = std::move(unsent)}};
+}
+
 std::vector<ParsedDelta> OutputParser::Push(const std::string& text, bool is_final) {
   impl_->text += text;
-  std::vector<ParsedDelta> deltas;
   if (fell_back_) {
-    if (!text.empty()) deltas.push_back({.content = text});
     output_.content += text;
-    return deltas;
+    if (text.empty()) return {};
+    return {ParsedDelta{.content = text}};
   }
-  if (!is_final && ExtendsOpenRun(text)) {
-    if (impl_->open == OpenRun::kContent) {
-      impl_->last.content += text;
-      output_.content += text;
-      deltas.push_back({.content = text});
-    } else {
-      impl_->last.reasoning_content += text;
-      output_.reasoning += text;
-      deltas.push_back({.reasoning = text});
-    }
-    return deltas;
-  }
+  if (!is_final && ExtendsOpenRun(text)) return impl_->AppendToOpenRun(text, output_);
   impl_->open = OpenRun::kNone;
   common_chat_msg next;
   std::vector<common_chat_msg_diff> diffs;
   try {
     ++n_parses_;
     next = common_chat_parse(impl_->text, /*is_partial=*/!is_final, impl_->params);
-    if (next.empty() && !is_final) return deltas;
+    if (next.empty() && !is_final) return {};
     if (is_final && !ParsesToItsEnd(impl_->params, impl_->text)) throw std::runtime_error("not in the format");
-    // Stable tool call ids across partial parses.
-    for (size_t i = 0; i < next.tool_calls.size(); ++i) {
-      if (impl_->tool_call_ids.size() <= i) {
-        std::string id = next.tool_calls[i].id;
-        if (id.empty()) id = "call_" + std::to_string(impl_->next_id++);
-        impl_->tool_call_ids.push_back(id);
-      }
-      next.tool_calls[i].id = impl_->tool_call_ids[i];
-    }
+    KeepToolCallIds(next, impl_->tool_call_ids, impl_->next_id);
     // Throws too, when the new parse does not extend the last one.
     diffs = common_chat_msg_diff::compute_diffs(impl_->last, next);
   } catch (const std::exception&) {
-    // Not in the expected format: from here on everything is plain content. What was
-    // already streamed as content stays; reasoning or tool calls sent so far stay sent.
     fell_back_ = true;
-    const std::string& all = impl_->text;
-    std::string unsent = all.substr(StreamedEnd(all, output_));
-    if (!unsent.empty()) deltas.push_back({.content = unsent});
-    output_.content += unsent;
-    return deltas;
+    return impl_->FallBack(output_);
   }
-  for (auto& d : diffs) {
-    ParsedDelta pd;
-    pd.content = std::move(d.content_delta);
-    pd.reasoning = std::move(d.reasoning_content_delta);
-    if (d.tool_call_index != std::string::npos) {
-      pd.tool_call_index = static_cast<int>(d.tool_call_index);
-      pd.tool_call_id = d.tool_call_delta.id;
-      pd.tool_call_name = d.tool_call_delta.name;
-      pd.tool_call_arguments = d.tool_call_delta.arguments;
-    }
-    deltas.push_back(std::move(pd));
-  }
+  std::vector<ParsedDelta> deltas = ToDeltas(std::move(diffs));
   impl_->last = std::move(next);
   output_ = FromCommon(impl_->last);
   if (!is_final) FindOpenRun();

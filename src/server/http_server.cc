@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -235,6 +236,16 @@ class CountingPool final : public httplib::TaskQueue {
 }  // namespace
 
 void HttpServer::RegisterRoutes() {
+  ConfigureConnections();
+  InstallRequestGate();
+  InstallErrorBodies();
+  RegisterGenerationRoutes();
+  RegisterResponsesRoutes();
+  RegisterServerRoutes();
+  RegisterPromptRoutes();
+}
+
+void HttpServer::ConfigureConnections() {
   httplib::Server& s = *http_;
   // A few threads always, more on demand up to the bound (they exit when idle); past the
   // bound, a bounded queue, then httplib closes new connections at once.
@@ -247,8 +258,10 @@ void HttpServer::RegisterRoutes() {
   s.set_read_timeout(config_.read_timeout_s, 0);
   s.set_keep_alive_timeout(std::min(5, config_.read_timeout_s));
   s.set_write_timeout(config_.write_timeout_s, 0);
+}
 
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+void HttpServer::InstallRequestGate() {
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (auto e = RefuseOversizedHead(req)) {
       ReplyError(req, res, *e);
       return httplib::Server::HandlerResponse::Handled;
@@ -268,9 +281,11 @@ void HttpServer::RegisterRoutes() {
     ReplyError(req, res, {401, "authentication_error", "invalid or missing API key", ""});
     return httplib::Server::HandlerResponse::Handled;
   });
+}
 
-  // Errors httplib produces itself (unknown route, body too large) get a JSON body too.
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+// Errors httplib produces itself (unknown route, body too large) get a JSON body too.
+void HttpServer::InstallErrorBodies() {
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string message = res.status == 404   ? "no route for " + req.method + " " + req.path
                           : res.status == 413 ? "the request body is larger than the server accepts"
@@ -278,48 +293,41 @@ void HttpServer::RegisterRoutes() {
     const std::string type = res.status == 404 ? "not_found_error" : "invalid_request_error";
     res.set_content(ErrorBodyFor(req.path, {res.status, type, message, ""}), "application/json");
   });
+}
 
-  s.Post("/v1/chat/completions", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
-    const auto received = std::chrono::steady_clock::now();
-    auto r = api::openai::ParseChatCompletionRequest(req.body);
-    if (!r.ok()) return ReplyError(req, res, r.error());
-    IsolateByKey(req, *r);
-    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
-  }));
-  s.Post("/v1/completions", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
-    const auto received = std::chrono::steady_clock::now();
-    auto r = api::openai::ParseCompletionRequest(req.body);
-    if (!r.ok()) return ReplyError(req, res, r.error());
-    IsolateByKey(req, *r);
-    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
-  }));
-  s.Post("/v1/responses", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
+void HttpServer::RegisterGenerationRoutes() {
+  // The OpenAI and Anthropic generation routes differ only in how they read the body.
+  auto generate = [this](api::ParseResult<api::GenerationRequest> (*parse)(std::string_view body)) {
+    return JsonRoute([this, parse](const httplib::Request& req, httplib::Response& res) {
+      const auto received = std::chrono::steady_clock::now();
+      auto r = parse(req.body);
+      if (!r.ok()) return ReplyError(req, res, r.error());
+      IsolateByKey(req, *r);
+      HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
+    });
+  };
+  http_->Post("/v1/chat/completions", generate(api::openai::ParseChatCompletionRequest));
+  http_->Post("/v1/completions", generate(api::openai::ParseCompletionRequest));
+  http_->Post("/v1/messages", generate(api::anthropic::ParseMessagesRequest));
+}
+
+void HttpServer::RegisterResponsesRoutes() {
+  http_->Post("/v1/responses", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     const auto received = std::chrono::steady_clock::now();
     auto r = api::responses::ParseResponsesRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());
     HandleResponses(*r, req, res, received);
   }));
-  s.Get("/v1/responses/:id", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_->Get("/v1/responses/:id", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     GetStoredResponse(req, res);
   }));
-  s.Delete("/v1/responses/:id", Guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_->Delete("/v1/responses/:id", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     DeleteStoredResponse(req, res);
   }));
-  s.Post("/v1/messages", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
-    const auto received = std::chrono::steady_clock::now();
-    auto r = api::anthropic::ParseMessagesRequest(req.body);
-    if (!r.ok()) return ReplyError(req, res, r.error());
-    IsolateByKey(req, *r);
-    HandleGenerate(builder_, engine_, config_.model_alias, *r, req, res, received);
-  }));
-  s.Post("/v1/messages/count_tokens", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
-    auto r = api::anthropic::ParseCountTokensRequest(req.body);
-    if (!r.ok()) return ReplyError(req, res, r.error());
-    auto built = builder_.Render(*r);
-    if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(req, res, *err);
-    const auto n = static_cast<int>(std::get<BuildResult>(built).task.prompt.size());
-    res.set_content(api::anthropic::CountTokensJson(n), "application/json");
-  }));
+}
+
+void HttpServer::RegisterServerRoutes() {
+  httplib::Server& s = *http_;
   s.Get("/v1/models", Guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(api::openai::ModelsJson({{config_.model_alias, 0, "hearth"}}), "application/json");
   }));
@@ -344,8 +352,20 @@ void HttpServer::RegisterRoutes() {
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_content(std::string(web::IndexHtml()), "text/html; charset=utf-8");
   }));
-  // hearth's own routes: bodies parsed with the typed readers (api/utility.h), so a
-  // wrongly typed field is a 400 naming it.
+}
+
+// Anthropic's count_tokens, then hearth's own routes: their bodies are parsed with the
+// typed readers (api/utility.h), so a wrongly typed field is a 400 naming it.
+void HttpServer::RegisterPromptRoutes() {
+  httplib::Server& s = *http_;
+  s.Post("/v1/messages/count_tokens", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
+    auto r = api::anthropic::ParseCountTokensRequest(req.body);
+    if (!r.ok()) return ReplyError(req, res, r.error());
+    auto built = builder_.Render(*r);
+    if (auto* err = std::get_if<api::ApiError>(&built)) return ReplyError(req, res, *err);
+    const auto n = static_cast<int>(std::get<BuildResult>(built).task.prompt.size());
+    res.set_content(api::anthropic::CountTokensJson(n), "application/json");
+  }));
   s.Post("/tokenize", JsonRoute([this](const httplib::Request& req, httplib::Response& res) {
     auto r = api::utility::ParseTokenizeRequest(req.body);
     if (!r.ok()) return ReplyError(req, res, r.error());

@@ -119,7 +119,20 @@ class HttpServer {
   // GET and DELETE /v1/responses/{id}: a stored response, found only under the caller's key.
   void GetStoredResponse(const httplib::Request& req, httplib::Response& res);
   void DeleteStoredResponse(const httplib::Request& req, httplib::Response& res);
+  // Called once, by the constructor; the functions below are its parts.
   void RegisterRoutes();
+  void ConfigureConnections();
+  // Before any route: oversized heads, CORS, API keys (invariant 3).
+  void InstallRequestGate();
+  void InstallErrorBodies();
+  // /v1/chat/completions, /v1/completions, /v1/messages.
+  void RegisterGenerationRoutes();
+  // POST /v1/responses, and GET and DELETE of a stored one.
+  void RegisterResponsesRoutes();
+  // /v1/models, /health, /metrics, /v1/cache and the web page.
+  void RegisterServerRoutes();
+  // /v1/messages/count_tokens, /tokenize, /detokenize, /apply-template.
+  void RegisterPromptRoutes();
 
   HttpConfig config_;
   const engine::Model& model_;

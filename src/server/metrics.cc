@@ -2,89 +2,111 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 namespace hearth::server {
 namespace {
 
-void Add(std::string* out, const char* name, const char* type, const char* help, int64_t value) {
+void Describe(std::string* out, const char* name, const char* type, const char* help) {
   *out += std::string("# HELP hearth_") + name + " " + help + "\n";
   *out += std::string("# TYPE hearth_") + name + " " + type + "\n";
+}
+
+void Add(std::string* out, const char* name, const char* type, const char* help, int64_t value) {
+  Describe(out, name, type, help);
   *out += std::string("hearth_") + name + " " + std::to_string(value) + "\n";
+}
+
+// A family with one label: HELP and TYPE once, then one sample per value of the label.
+void AddFamily(std::string* out, const char* name, const char* type, const char* help, const char* label,
+               std::initializer_list<std::pair<const char*, int64_t>> samples) {
+  Describe(out, name, type, help);
+  for (const auto& [label_value, value] : samples) {
+    *out += std::string("hearth_") + name + "{" + label + "=\"" + label_value + "\"} " + std::to_string(value) + "\n";
+  }
+}
+
+void AddRequestMetrics(std::string* out, const EngineStats& s) {
+  Add(out, "requests_finished_total", "counter", "Requests that ended normally or were cancelled.", s.requests_finished);
+  Add(out, "requests_cancelled_total", "counter", "Requests cancelled by their client.", s.requests_cancelled);
+  Add(out, "requests_failed_total", "counter", "Requests that ended with an error.", s.requests_failed);
+  Add(out, "requests_paused_total", "counter",
+      "Requests paused because the ones running together outgrew the KV cache.", s.requests_paused);
+  Add(out, "requests_requeued_total", "counter",
+      "Prefilling requests put back in the queue because the ones running together outgrew the KV cache.",
+      s.requests_requeued);
+  Add(out, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", s.prompt_tokens);
+  Add(out, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from the cache.", s.prompt_tokens_cached);
+  Add(out, "prompt_tokens_prefilled_total", "counter", "Prompt tokens computed at request time.",
+      s.prompt_tokens_prefilled);
+  Add(out, "generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+  Add(out, "decode_calls_total", "counter", "Batches decoded.", s.decode_calls);
+  Add(out, "slots_busy", "gauge", "Sequences generating or prefilling now.", s.slots_busy);
+  Add(out, "requests_queued", "gauge", "Requests waiting for a free sequence.", s.queued);
+}
+
+// Hits, misses, snapshots and bytes per tier (the shared tier's own metrics aside).
+void AddCacheMetrics(std::string* out, const cache::CacheStats& c) {
+  AddFamily(out, "cache_hits_total", "counter", "Requests that resumed from the cache, by tier.", "tier",
+            {{"device", c.hits_device}, {"ram", c.hits_ram}, {"disk", c.hits_disk}, {"shared", c.hits_shared}});
+  Add(out, "cache_misses_total", "counter", "Requests that found nothing to resume from.", c.misses);
+  Add(out, "cache_snapshots_taken_total", "counter", "States stored in RAM or on disk.", c.snapshots_taken);
+  Add(out, "cache_snapshots_evicted_total", "counter", "States dropped or moved down a tier.", c.snapshots_evicted);
+  Add(out, "cache_snapshots_quarantined_total", "counter", "Corrupt or foreign disk states set aside.",
+      c.snapshots_quarantined);
+  AddFamily(out, "cache_disk_errors_total", "counter",
+            "Disk tier reads and writes that failed (I/O error, full disk).", "op",
+            {{"read", c.disk_read_errors}, {"write", c.disk_write_errors}});
+  AddFamily(out, "cache_bytes", "gauge", "Bytes held by cached states, by tier.", "tier",
+            {{"ram", static_cast<int64_t>(c.bytes_ram)}, {"disk", static_cast<int64_t>(c.bytes_disk)}});
+}
+
+// --cache-redis only.
+void AddSharedTierMetrics(std::string* out, const cache::SharedStats& sh) {
+  Add(out, "cache_shared_up", "gauge", "1 while the last exchange with the shared tier succeeded.", sh.connected ? 1 : 0);
+  AddFamily(out, "cache_shared_states_total", "counter",
+            "States given to the shared tier: queued, written whole, dropped.", "outcome",
+            {{"queued", sh.puts}, {"written", sh.written}, {"dropped", sh.dropped}});
+  AddFamily(out, "cache_shared_lookups_total", "counter",
+            "Lookups in the shared tier: hits, misses, misses with a cause.", "outcome",
+            {{"hit", sh.hits}, {"miss", sh.misses - sh.lookup_errors}, {"error", sh.lookup_errors}});
+  AddFamily(out, "cache_shared_bytes_total", "counter", "Bytes written to and read from the shared tier.", "op",
+            {{"write", sh.bytes_written}, {"read", sh.bytes_read}});
+}
+
+// What the cache holds, what cut its reuse short, and the work done ahead of requests.
+void AddHoldingsAndBackgroundMetrics(std::string* out, const EngineStats& s) {
+  Add(out, "cache_device_sequences", "gauge", "Idle conversations kept on the device.", s.cache.device_cached);
+  Add(out, "cache_nodes", "gauge", "Nodes of the prefix tree.", static_cast<int64_t>(s.cache.n_nodes));
+  Add(out, "volatile_spans_total", "counter", "Prompts whose reuse a per-request span cut short.", s.volatile_spans);
+  Add(out, "warm_ahead_tasks_total", "counter", "Background prefills of a next turn (skipped ones included).",
+      s.background_tasks);
+  Add(out, "warm_ahead_skipped_total", "counter",
+      "Background prefills skipped: the cache held their prompt, or the request they prepared for came first.",
+      s.background_skipped);
+  Add(out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
+  Add(out, "shadow_tokens_total", "counter", "Tokens of re-rendered replies prefilled while they were generated.",
+      s.shadow_tokens);
+  Add(out, "shadow_tokens_with_decode_total", "counter",
+      "Of those, tokens fed in the reply's own decode steps (the rest when the reply ended).",
+      s.shadow_tokens_with_decode);
+  Add(out, "shadows_kept_total", "counter", "Shadow sequences given to the cache when their reply ended.",
+      s.shadows_kept);
+  Add(out, "shadows_dropped_total", "counter",
+      "Shadow sequences released (reply cut off or diverged, room needed, failure).", s.shadows_dropped);
 }
 
 }  // namespace
 
 std::string FormatPrometheus(const EngineStats& s) {
   std::string out;
-  Add(&out, "requests_finished_total", "counter", "Requests that ended normally or were cancelled.", s.requests_finished);
-  Add(&out, "requests_cancelled_total", "counter", "Requests cancelled by their client.", s.requests_cancelled);
-  Add(&out, "requests_failed_total", "counter", "Requests that ended with an error.", s.requests_failed);
-  Add(&out, "requests_paused_total", "counter",
-      "Requests paused because the ones running together outgrew the KV cache.", s.requests_paused);
-  Add(&out, "requests_requeued_total", "counter",
-      "Prefilling requests put back in the queue because the ones running together outgrew the KV cache.",
-      s.requests_requeued);
-  Add(&out, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", s.prompt_tokens);
-  Add(&out, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from the cache.", s.prompt_tokens_cached);
-  Add(&out, "prompt_tokens_prefilled_total", "counter", "Prompt tokens computed at request time.",
-      s.prompt_tokens_prefilled);
-  Add(&out, "generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
-  Add(&out, "decode_calls_total", "counter", "Batches decoded.", s.decode_calls);
-  Add(&out, "slots_busy", "gauge", "Sequences generating or prefilling now.", s.slots_busy);
-  Add(&out, "requests_queued", "gauge", "Requests waiting for a free sequence.", s.queued);
-  const auto& c = s.cache;
-  out += "# HELP hearth_cache_hits_total Requests that resumed from the cache, by tier.\n";
-  out += "# TYPE hearth_cache_hits_total counter\n";
-  out += "hearth_cache_hits_total{tier=\"device\"} " + std::to_string(c.hits_device) + "\n";
-  out += "hearth_cache_hits_total{tier=\"ram\"} " + std::to_string(c.hits_ram) + "\n";
-  out += "hearth_cache_hits_total{tier=\"disk\"} " + std::to_string(c.hits_disk) + "\n";
-  out += "hearth_cache_hits_total{tier=\"shared\"} " + std::to_string(c.hits_shared) + "\n";
-  Add(&out, "cache_misses_total", "counter", "Requests that found nothing to resume from.", c.misses);
-  Add(&out, "cache_snapshots_taken_total", "counter", "States stored in RAM or on disk.", c.snapshots_taken);
-  Add(&out, "cache_snapshots_evicted_total", "counter", "States dropped or moved down a tier.", c.snapshots_evicted);
-  Add(&out, "cache_snapshots_quarantined_total", "counter", "Corrupt or foreign disk states set aside.",
-      c.snapshots_quarantined);
-  out += "# HELP hearth_cache_disk_errors_total Disk tier reads and writes that failed (I/O error, full disk).\n";
-  out += "# TYPE hearth_cache_disk_errors_total counter\n";
-  out += "hearth_cache_disk_errors_total{op=\"read\"} " + std::to_string(c.disk_read_errors) + "\n";
-  out += "hearth_cache_disk_errors_total{op=\"write\"} " + std::to_string(c.disk_write_errors) + "\n";
-  out += "# HELP hearth_cache_bytes Bytes held by cached states, by tier.\n";
-  out += "# TYPE hearth_cache_bytes gauge\n";
-  out += "hearth_cache_bytes{tier=\"ram\"} " + std::to_string(c.bytes_ram) + "\n";
-  out += "hearth_cache_bytes{tier=\"disk\"} " + std::to_string(c.bytes_disk) + "\n";
-  if (const auto& sh = s.shared) {  // --cache-redis
-    Add(&out, "cache_shared_up", "gauge", "1 while the last exchange with the shared tier succeeded.",
-        sh->connected ? 1 : 0);
-    out += "# HELP hearth_cache_shared_states_total States given to the shared tier: queued, written whole, dropped.\n";
-    out += "# TYPE hearth_cache_shared_states_total counter\n";
-    out += "hearth_cache_shared_states_total{outcome=\"queued\"} " + std::to_string(sh->puts) + "\n";
-    out += "hearth_cache_shared_states_total{outcome=\"written\"} " + std::to_string(sh->written) + "\n";
-    out += "hearth_cache_shared_states_total{outcome=\"dropped\"} " + std::to_string(sh->dropped) + "\n";
-    out += "# HELP hearth_cache_shared_lookups_total Lookups in the shared tier: hits, misses, misses with a cause.\n";
-    out += "# TYPE hearth_cache_shared_lookups_total counter\n";
-    out += "hearth_cache_shared_lookups_total{outcome=\"hit\"} " + std::to_string(sh->hits) + "\n";
-    out += "hearth_cache_shared_lookups_total{outcome=\"miss\"} " + std::to_string(sh->misses - sh->lookup_errors) + "\n";
-    out += "hearth_cache_shared_lookups_total{outcome=\"error\"} " + std::to_string(sh->lookup_errors) + "\n";
-    out += "# HELP hearth_cache_shared_bytes_total Bytes written to and read from the shared tier.\n";
-    out += "# TYPE hearth_cache_shared_bytes_total counter\n";
-    out += "hearth_cache_shared_bytes_total{op=\"write\"} " + std::to_string(sh->bytes_written) + "\n";
-    out += "hearth_cache_shared_bytes_total{op=\"read\"} " + std::to_string(sh->bytes_read) + "\n";
-  }
-  Add(&out, "cache_device_sequences", "gauge", "Idle conversations kept on the device.", c.device_cached);
-  Add(&out, "cache_nodes", "gauge", "Nodes of the prefix tree.", static_cast<int64_t>(c.n_nodes));
-  Add(&out, "volatile_spans_total", "counter", "Prompts whose reuse a per-request span cut short.", s.volatile_spans);
-  Add(&out, "warm_ahead_tasks_total", "counter", "Background prefills of a next turn (skipped ones included).", s.background_tasks);
-  Add(&out, "warm_ahead_skipped_total", "counter", "Background prefills skipped: the cache held their prompt, or the request they prepared for came first.",
-      s.background_skipped);
-  Add(&out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
-  Add(&out, "shadow_tokens_total", "counter", "Tokens of re-rendered replies prefilled while they were generated.",
-      s.shadow_tokens);
-  Add(&out, "shadows_kept_total", "counter", "Shadow sequences given to the cache when their reply ended.",
-      s.shadows_kept);
-  Add(&out, "shadows_dropped_total", "counter",
-      "Shadow sequences released (reply cut off or diverged, room needed, failure).", s.shadows_dropped);
+  AddRequestMetrics(&out, s);
+  AddCacheMetrics(&out, s.cache);
+  if (s.shared) AddSharedTierMetrics(&out, *s.shared);
+  AddHoldingsAndBackgroundMetrics(&out, s);
   return out;
 }
 
@@ -104,11 +126,6 @@ std::string Number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.9g", v);
   return buf;
-}
-
-void Describe(std::string* out, const char* name, const char* help) {
-  *out += std::string("# HELP hearth_") + name + " " + help + "\n";
-  *out += std::string("# TYPE hearth_") + name + " histogram\n";
 }
 
 }  // namespace
@@ -166,17 +183,19 @@ void RequestMetrics::Record(const api::Completion& c) {
 std::string RequestMetrics::FormatPrometheus() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
-  Describe(&out, "time_to_first_token_seconds",
+  Describe(&out, "time_to_first_token_seconds", "histogram",
            "From the HTTP request being read to its first generated token, per request that produced one.");
   out += ttft_.Samples("hearth_time_to_first_token_seconds", "");
-  Describe(&out, "request_prefill_seconds",
+  Describe(&out, "request_prefill_seconds", "histogram",
            "From admission into a slot to the first token (the prompt's prefill, after what the cache restored).");
   out += prefill_.Samples("hearth_request_prefill_seconds", "");
-  Describe(&out, "request_decode_seconds", "From the first token to the end of the request.");
+  Describe(&out, "request_decode_seconds", "histogram", "From the first token to the end of the request.");
   out += decode_.Samples("hearth_request_decode_seconds", "");
-  Describe(&out, "request_queue_wait_seconds", "From submission to the engine to admission into a slot.");
+  Describe(&out, "request_queue_wait_seconds", "histogram",
+           "From submission to the engine to admission into a slot.");
   out += queue_.Samples("hearth_request_queue_wait_seconds", "");
-  Describe(&out, "cache_restore_seconds", "Restoring a request's reused prefix, by the tier it came from.");
+  Describe(&out, "cache_restore_seconds", "histogram",
+           "Restoring a request's reused prefix, by the tier it came from.");
   for (const char* tier : kTiers) {
     out += restore_.at(tier).Samples("hearth_cache_restore_seconds", std::string("tier=\"") + tier + "\"");
   }

@@ -191,11 +191,13 @@ class Generator {
   std::vector<HostileCase>* out_;
 };
 
-// The valid requests the mutations start from, with their schemas.
-std::vector<Route> Routes() {
-  std::vector<Route> routes;
-  const Json tool_schema = {{"type", "object"}, {"properties", {{"q", {{"type", "integer"}}}}}};
-  Json chat = {
+// The JSON schema of the tool both APIs' valid requests declare.
+Json ToolSchema() { return {{"type", "object"}, {"properties", {{"q", {{"type", "integer"}}}}}}; }
+
+// A valid /v1/chat/completions body with every field hearth reads; ChatSchema says which
+// are required, which take other types too and which are opaque.
+Json ChatBody() {
+  return {
       {"model", "m"},
       {"messages",
        {{{"role", "system"}, {"content", "Be brief."}},
@@ -222,48 +224,53 @@ std::vector<Route> Routes() {
       {"n", 1},
       {"cache_salt", "s"},
       {"user", "u"},
-      {"tools", {{{"type", "function"}, {"function", {{"name", "get"}, {"description", "d"}, {"parameters", tool_schema}}}}}},
+      {"tools", {{{"type", "function"}, {"function", {{"name", "get"}, {"description", "d"}, {"parameters", ToolSchema()}}}}}},
       {"tool_choice", "auto"},
       {"parallel_tool_calls", true},
       {"reasoning_effort", "none"},
       {"chat_template_kwargs", {{"enable_thinking", false}}},
       {"response_format", {{"type", "text"}}},
       {"logprobs", false}};
-  Schema chat_schema;
-  chat_schema.required = {"/messages", "/messages/0/role", "/messages/0/content", "/messages/1/role",
-                          "/messages/1/content", "/messages/1/content/0/type", "/messages/1/content/0/text",
-                          "/messages/2/role", "/messages/2/tool_calls/0/function",
-                          "/messages/2/tool_calls/0/function/name", "/messages/3/role", "/messages/3/content",
-                          "/messages/4/role", "/messages/4/content", "/tools/0/function", "/tools/0/function/name"};
-  chat_schema.also = {{"/messages/0/content", kArray}, {"/messages/1/content", kString},
-                      {"/messages/2/content", kArray}, {"/messages/3/content", kArray},
-                      {"/messages/4/content", kArray}, {"/messages/2/tool_calls/0/function/arguments", kObject},
-                      {"/stop", kString},          {"/tool_choice", kObject},
-                      {"/temperature", kInt},      {"/top_p", kInt},
-                      {"/min_p", kInt},            {"/presence_penalty", kInt},
-                      {"/frequency_penalty", kInt}, {"/repetition_penalty", kInt},
-                      {"/logprobs", kInt | kFloat}};
-  chat_schema.opaque = {"/tools/0/function/parameters"};
-  routes.push_back({Surface::kChat, "/v1/chat/completions", chat, chat_schema});
+}
 
-  Json apply = chat;
-  apply["add_generation_prompt"] = true;
-  routes.push_back({Surface::kUtility, "/apply-template", apply, chat_schema});
+Schema ChatSchema() {
+  Schema schema;
+  schema.required = {"/messages", "/messages/0/role", "/messages/0/content", "/messages/1/role",
+                     "/messages/1/content", "/messages/1/content/0/type", "/messages/1/content/0/text",
+                     "/messages/2/role", "/messages/2/tool_calls/0/function",
+                     "/messages/2/tool_calls/0/function/name", "/messages/3/role", "/messages/3/content",
+                     "/messages/4/role", "/messages/4/content", "/tools/0/function", "/tools/0/function/name"};
+  schema.also = {{"/messages/0/content", kArray}, {"/messages/1/content", kString},
+                 {"/messages/2/content", kArray}, {"/messages/3/content", kArray},
+                 {"/messages/4/content", kArray}, {"/messages/2/tool_calls/0/function/arguments", kObject},
+                 {"/stop", kString},          {"/tool_choice", kObject},
+                 {"/temperature", kInt},      {"/top_p", kInt},
+                 {"/min_p", kInt},            {"/presence_penalty", kInt},
+                 {"/frequency_penalty", kInt}, {"/repetition_penalty", kInt},
+                 {"/logprobs", kInt | kFloat}};
+  schema.opaque = {"/tools/0/function/parameters"};
+  return schema;
+}
 
+// A valid /v1/completions body with every field hearth reads, and its schema.
+Route CompletionRoute() {
   Json completion = {{"model", "m"},        {"prompt", "Once"},   {"max_tokens", 2},     {"temperature", 0.5},
                      {"top_p", 0.9},        {"top_k", 5},         {"min_p", 0.1},        {"presence_penalty", 0.5},
                      {"frequency_penalty", 0.5}, {"repeat_penalty", 1.1}, {"seed", 1},   {"stop", "zz"},
                      {"stream", false},     {"stream_options", {{"include_usage", false}}}, {"n", 1},
                      {"echo", false},       {"suffix", ""},       {"best_of", 1},        {"logprobs", 0},
                      {"cache_salt", "s"},   {"user", "u"},        {"response_format", {{"type", "text"}}}};
-  Schema completion_schema;
-  completion_schema.required = {"/prompt"};
-  completion_schema.also = {{"/prompt", kArray},  {"/stop", kArray},          {"/temperature", kInt},
-                            {"/top_p", kInt},     {"/min_p", kInt},           {"/presence_penalty", kInt},
-                            {"/frequency_penalty", kInt}, {"/repeat_penalty", kInt}, {"/logprobs", kBool}};
-  routes.push_back({Surface::kCompletions, "/v1/completions", completion, completion_schema});
+  Schema schema;
+  schema.required = {"/prompt"};
+  schema.also = {{"/prompt", kArray},  {"/stop", kArray},          {"/temperature", kInt},
+                 {"/top_p", kInt},     {"/min_p", kInt},           {"/presence_penalty", kInt},
+                 {"/frequency_penalty", kInt}, {"/repeat_penalty", kInt}, {"/logprobs", kBool}};
+  return {Surface::kCompletions, "/v1/completions", completion, schema};
+}
 
-  Json messages = {
+// A valid /v1/messages body with every field hearth reads, and (MessagesSchema) its schema.
+Json MessagesBody() {
+  return {
       {"model", "m"},
       {"max_tokens", 2},
       {"system", {{{"type", "text"}, {"text", "Be brief."}}}},
@@ -283,30 +290,44 @@ std::vector<Route> Routes() {
       {"temperature", 0.5},
       {"top_p", 0.9},
       {"top_k", 5},
-      {"tools", {{{"name", "get"}, {"description", "d"}, {"input_schema", tool_schema}}}},
+      {"tools", {{{"name", "get"}, {"description", "d"}, {"input_schema", ToolSchema()}}}},
       {"tool_choice", {{"type", "auto"}, {"disable_parallel_tool_use", false}}},
       {"thinking", {{"type", "disabled"}}}};
-  Schema messages_schema;
-  messages_schema.required = {"/max_tokens", "/messages", "/messages/0/role", "/messages/0/content",
-                              "/messages/1/role", "/messages/1/content", "/messages/1/content/0/type",
-                              "/messages/1/content/0/thinking", "/messages/1/content/1/type",
-                              "/messages/1/content/1/text", "/messages/1/content/2/type",
-                              "/messages/1/content/2/id", "/messages/1/content/2/name", "/messages/2/role",
-                              "/messages/2/content", "/messages/2/content/0/type",
-                              "/messages/2/content/0/tool_use_id", "/messages/2/content/1/type",
-                              "/messages/2/content/1/text", "/system/0/type", "/system/0/text",
-                              "/tools/0/name", "/tool_choice/type", "/thinking/type"};
-  messages_schema.also = {{"/system", kString},           {"/messages/0/content", kArray},
-                          {"/messages/1/content", kString}, {"/messages/2/content", kString},
-                          {"/messages/2/content/0/content", kArray}, {"/stop_sequences", kString},
-                          {"/temperature", kInt},          {"/top_p", kInt}};
-  messages_schema.opaque = {"/tools/0/input_schema", "/messages/1/content/2/input"};
-  routes.push_back({Surface::kMessages, "/v1/messages", messages, messages_schema});
+}
 
-  Schema count_schema = messages_schema;
+Schema MessagesSchema() {
+  Schema schema;
+  schema.required = {"/max_tokens", "/messages", "/messages/0/role", "/messages/0/content",
+                     "/messages/1/role", "/messages/1/content", "/messages/1/content/0/type",
+                     "/messages/1/content/0/thinking", "/messages/1/content/1/type",
+                     "/messages/1/content/1/text", "/messages/1/content/2/type",
+                     "/messages/1/content/2/id", "/messages/1/content/2/name", "/messages/2/role",
+                     "/messages/2/content", "/messages/2/content/0/type",
+                     "/messages/2/content/0/tool_use_id", "/messages/2/content/1/type",
+                     "/messages/2/content/1/text", "/system/0/type", "/system/0/text",
+                     "/tools/0/name", "/tool_choice/type", "/thinking/type"};
+  schema.also = {{"/system", kString},           {"/messages/0/content", kArray},
+                 {"/messages/1/content", kString}, {"/messages/2/content", kString},
+                 {"/messages/2/content/0/content", kArray}, {"/stop_sequences", kString},
+                 {"/temperature", kInt},          {"/top_p", kInt}};
+  schema.opaque = {"/tools/0/input_schema", "/messages/1/content/2/input"};
+  return schema;
+}
+
+// The valid requests the mutations start from, with their schemas.
+std::vector<Route> Routes() {
+  std::vector<Route> routes;
+  const Json chat = ChatBody();
+  routes.push_back({Surface::kChat, "/v1/chat/completions", chat, ChatSchema()});
+  Json apply = chat;
+  apply["add_generation_prompt"] = true;
+  routes.push_back({Surface::kUtility, "/apply-template", apply, ChatSchema()});
+  routes.push_back(CompletionRoute());
+  const Json messages = MessagesBody();
+  routes.push_back({Surface::kMessages, "/v1/messages", messages, MessagesSchema()});
+  Schema count_schema = MessagesSchema();
   count_schema.required.erase("/max_tokens");
   routes.push_back({Surface::kCountTokens, "/v1/messages/count_tokens", messages, count_schema});
-
   Schema tokenize_schema;
   tokenize_schema.required = {"/content"};
   routes.push_back({Surface::kUtility, "/tokenize",
