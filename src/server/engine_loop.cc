@@ -41,11 +41,17 @@ std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_n
 
 ShadowFeed DefaultShadowFeed() { return engine::GpuOffloadBuilt() ? ShadowFeed::kWithDecode : ShadowFeed::kAfterReply; }
 
-const char* ShadowFeedName(ShadowFeed feed) { return feed == ShadowFeed::kWithDecode ? "with-decode" : "after-reply"; }
+const char* ShadowFeedName(ShadowFeed feed) {
+  switch (feed) {
+    case ShadowFeed::kOff: return "off";
+    case ShadowFeed::kWithDecode: return "with-decode";
+    case ShadowFeed::kAfterReply: return "after-reply";
+  }
+  return "after-reply";
+}
 
 EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) :
     model_(model), config_(std::move(config)), tasks_(config_.max_queued) {
-  if (!config_.shadow_feed) config_.shadow_feed = DefaultShadowFeed();
   slots_.resize(static_cast<size_t>(config_.n_parallel));
 }
 

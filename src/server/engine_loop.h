@@ -62,6 +62,8 @@ namespace hearth::server {
 
 // Where a shadow's tokens go (shadow.h; docs/cache.md, "Shadow prefill").
 enum class ShadowFeed {
+  // No shadow prefill (--shadow-prefill off).
+  kOff,
   // Beside the reply's decode steps, eight or more at a time, and the rest when the reply
   // ends. Next to one decode token a few more cost little on a GPU.
   kWithDecode,
@@ -101,8 +103,8 @@ struct EngineConfig {
   // its own states and leaving the others' alone.
   bool verbose = false;            // one log line per request
   bool prefix_cache = true;        // false (--no-cache): no reuse, no snapshots, nothing kept; a baseline
-  bool shadow_prefill = true;      // shadow.h; needs a progress callback
-  std::optional<ShadowFeed> shadow_feed;  // unset: DefaultShadowFeed()
+  // Shadow prefill (shadow.h; kOff: none); it needs a progress callback.
+  ShadowFeed shadow_feed = DefaultShadowFeed();
   int shadow_wait_ms = 0;          // tests: wait this long for each shadow render, for determinism
   // Most positions one sequence may hold (server/context_size.h: the training context
   // when the cells exceed it). Unset: context.n_ctx.

@@ -27,7 +27,7 @@ std::vector<engine::Token> ShadowHolds(const Slot& slot) {
 // Skipped when nothing would render targets, no sequence is to spare, or no state is at
 // the fork.
 void EngineLoop::StartShadow(Slot& slot) {
-  if (slot.shadow || !slot.parser || !on_progress_ || !config_.shadow_prefill) return;
+  if (slot.shadow || !slot.parser || !on_progress_ || config_.shadow_feed == ShadowFeed::kOff) return;
   const int32_t fork = ShadowFork(slot.task);
   const bool at_fork = ctx_->SeqLength(slot.lease.seq()) == fork;
   std::optional<int32_t> seq = at_fork ? cache_->Fork(slot.lease.seq()) : cache_->Lend();
