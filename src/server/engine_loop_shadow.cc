@@ -27,7 +27,7 @@ std::vector<engine::Token> ShadowHolds(const Slot& slot) {
 // Skipped when nothing would render targets, no sequence is to spare, or no state is at
 // the fork.
 void EngineLoop::StartShadow(Slot& slot) {
-  if (slot.shadow || !slot.parser || !on_progress_ || config_.shadow_feed == ShadowFeed::kOff) return;
+  if (slot.shadow || !slot.output || !slot.output->parsed() || !on_progress_ || config_.shadow_feed == ShadowFeed::kOff) return;
   const int32_t fork = ShadowFork(slot.task);
   const bool at_fork = ctx_->SeqLength(slot.lease.seq()) == fork;
   std::optional<int32_t> seq = at_fork ? cache_->Fork(slot.lease.seq()) : cache_->Lend();
@@ -53,7 +53,7 @@ void EngineLoop::StartShadow(Slot& slot) {
 void EngineLoop::PostShadowProgress(Slot& slot) {
   constexpr size_t kAfterReplyRenderTokens = 16;
   Slot::Shadow& sh = *slot.shadow;
-  const auto& out = slot.parser->output();
+  const engine::ParsedOutput& out = *slot.output->parsed();
   const int phase = !out.tool_calls.empty() ? 2 : !out.content.empty() ? 1 : 0;
   const std::string& growing = phase == 0 ? out.reasoning : out.content;
   const size_t mark = phase == 2 ? out.tool_calls.size() : StableTextLength(growing);
