@@ -1,6 +1,6 @@
 // EngineLoop's output side, on the engine thread: a sampled token through the request's
-// OutputPipeline to its stream; a request's end: its completion and usage, its log line,
-// and its sequence back to the cache.
+// OutputPipeline to its stream; a request's end: its completion and usage, its shadow,
+// its log line, and its sequence back to the cache.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -24,7 +24,7 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
   slot.generated.push_back(token);
   OutputPipeline::Pushed out = slot.output->Push(token);
   for (api::Delta& delta : out.deltas) slot.stream->PushDelta(std::move(delta));
-  if (slot.shadow) PostShadowProgress(slot);
+  if (slot.shadow) shadows_->PostProgress(slot);
   if (out.stopped) {
     Finish(slot, api::FinishReason::kStopSequence, out.matched);
   } else if (static_cast<int>(slot.generated.size()) >= slot.task.max_tokens ||
@@ -140,6 +140,21 @@ api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
   report.written_tokens = u.cache_written_tokens;
   u.cache = std::move(report);
   return u;
+}
+
+// A drain may stop early for a request waiting in the queue, and go exactly as far as
+// one that continues this reply (ShadowPrefill::Finish).
+void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why, bool cut_off) {
+  if (final_reply == nullptr) {
+    shadows_->Drop(slot, why);
+    return;
+  }
+  const auto queued = [&](std::span<const engine::Token> tokens) -> std::optional<size_t> {
+    if (!ForegroundQueued()) return std::nullopt;
+    return QueuedSharedPrefix(slot.task.cache_namespace, tokens);
+  };
+  // The next turn resumes from the re-rendered reply.
+  if (auto kept = shadows_->Finish(slot, *final_reply, cut_off, queued)) HoldNewest(slot, *kept);
 }
 
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {

@@ -39,7 +39,7 @@ struct Slot {
   bool in_batch = false;                 // has tokens in the batch being decoded
   std::optional<int> logits_index;       // its logits row in that batch, when it samples
 
-  // Shadow prefill (shadow.h): a forked sequence fed the reply as the next request will
+  // Shadow prefill (shadow_prefill.h): a forked sequence fed the reply as the next request will
   // carry it. Holds prompt[0, fork) + fed.
   struct Shadow {
     cache::SequenceLease lease;         // holds nothing once a start-over found no sequence
