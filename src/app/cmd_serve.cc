@@ -178,8 +178,8 @@ int RunServe(ServeFlags f) {
   std::fprintf(stderr, "hearth: attention: flash attention %s (-fa %s), KV cache K %s V %s\n",
                loop.flash_attn() ? "on" : "off", engine::FlashAttnName(f.engine.context.flash_attn),
                f.engine.context.type_k.c_str(), f.engine.context.type_v.c_str());
-  if (f.engine.shadow_prefill && f.http.warm_ahead) {
-    std::fprintf(stderr, "hearth: shadow prefill: %s (--shadow-prefill %s)\n", server::ShadowFeedName(*loop.config().shadow_feed),
+  if (f.engine.shadow_feed != server::ShadowFeed::kOff && f.http.warm_ahead) {
+    std::fprintf(stderr, "hearth: shadow prefill: %s (--shadow-prefill %s)\n", server::ShadowFeedName(loop.config().shadow_feed),
                  f.shadow_prefill.c_str());
   }
   server::HttpServer http(f.http, **model, **tmpl, loop);

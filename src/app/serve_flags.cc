@@ -300,12 +300,14 @@ Status FinishServeFlags(ServeFlags& f) {
   if (!fa.ok()) return InvalidArgument("-fa/--flash-attn: " + fa.status().message());
   f.engine.context.flash_attn = *fa;
   if (f.shadow_prefill == "off") {
-    f.engine.shadow_prefill = false;
+    f.engine.shadow_feed = server::ShadowFeed::kOff;
+  } else if (f.shadow_prefill == "auto") {
+    f.engine.shadow_feed = server::DefaultShadowFeed();
   } else if (f.shadow_prefill == "with-decode") {
     f.engine.shadow_feed = server::ShadowFeed::kWithDecode;
   } else if (f.shadow_prefill == "after-reply") {
     f.engine.shadow_feed = server::ShadowFeed::kAfterReply;
-  } else if (f.shadow_prefill != "auto") {
+  } else {
     return InvalidArgument("--shadow-prefill takes with-decode, after-reply, off or auto; got '" + f.shadow_prefill + "'");
   }
   f.model.devices = SplitList(f.devices);

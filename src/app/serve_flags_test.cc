@@ -87,19 +87,17 @@ TEST(ServeFlagsTest, ShadowPrefillChoosesWhereShadowsAreFed) {
   {
     ServeFlags f;
     ASSERT_TRUE(Parse({"-m", "model.gguf"}, f).ok());
-    EXPECT_TRUE(f.engine.shadow_prefill);
-    EXPECT_FALSE(f.engine.shadow_feed.has_value());  // auto: the engine's default for its backend
+    EXPECT_EQ(f.engine.shadow_feed, server::DefaultShadowFeed());  // auto: the engine's default for its backend
   }
   for (const auto& [value, feed] : {std::pair{"with-decode", server::ShadowFeed::kWithDecode},
                                     std::pair{"after-reply", server::ShadowFeed::kAfterReply}}) {
     ServeFlags f;
     ASSERT_TRUE(Parse({"-m", "model.gguf", "--shadow-prefill", value}, f).ok()) << value;
-    EXPECT_TRUE(f.engine.shadow_prefill);
     EXPECT_EQ(f.engine.shadow_feed, feed) << value;
   }
   ServeFlags off;
   ASSERT_TRUE(Parse({"-m", "model.gguf", "--shadow-prefill", "off"}, off).ok());
-  EXPECT_FALSE(off.engine.shadow_prefill);
+  EXPECT_EQ(off.engine.shadow_feed, server::ShadowFeed::kOff);
   EXPECT_TRUE(off.http.warm_ahead);  // warm-ahead after the reply stays
 }
 

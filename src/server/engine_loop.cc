@@ -39,13 +39,8 @@ std::string DiskTierDir(const std::string& cache_dir, const std::string& cache_n
   return cache_dir + "/states-" + StateScope(cache_namespace, layout);
 }
 
-ShadowFeed DefaultShadowFeed() { return engine::GpuOffloadBuilt() ? ShadowFeed::kWithDecode : ShadowFeed::kAfterReply; }
-
-const char* ShadowFeedName(ShadowFeed feed) { return feed == ShadowFeed::kWithDecode ? "with-decode" : "after-reply"; }
-
 EngineLoop::EngineLoop(const engine::Model& model, EngineConfig config) :
     model_(model), config_(std::move(config)), tasks_(config_.max_queued) {
-  if (!config_.shadow_feed) config_.shadow_feed = DefaultShadowFeed();
 }
 
 EngineLoop::~EngineLoop() { Stop(); }
@@ -79,6 +74,12 @@ Status EngineLoop::Open() {
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cc.pin_budget_bytes = config_.cache_pin_bytes;
   cache_ = std::make_unique<cache::PrefixCache>(cc, *sequences_, disk_.get());
+  shadows_ = std::make_unique<ShadowPrefill>(model_, *ctx_, *cache_,
+                                             ShadowPrefill::Options{.feed = config_.shadow_feed,
+                                                                    .wait_ms = config_.shadow_wait_ms,
+                                                                    .n_batch = config_.context.n_batch,
+                                                                    .verbose = config_.verbose},
+                                             stats_, on_progress_);
   if (config_.open_shared_tier && config_.prefix_cache) {
     auto shared = config_.open_shared_tier(StateScope(config_.cache_namespace, ctx_->StateLayout()));
     if (!shared.ok()) return shared.status();
@@ -260,7 +261,7 @@ bool EngineLoop::WaitForWork() {
 // The slots as the batch planner sees them, then the plan laid out as the batch. Progress
 // moves only once the decode succeeded (AdvanceProgress): a failed one changes nothing.
 void EngineLoop::BuildBatch() {
-  const std::vector<ShadowCandidate> shadows = PollShadows();
+  const std::vector<ShadowCandidate> shadows = shadows_->Poll(slots());
   std::vector<BatchCandidate> candidates;
   auto& table = slots();
   for (size_t i = 0; i < table.size(); ++i) {
@@ -315,34 +316,16 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
   }
   if (first_token_out && slot.shadow_due) {
     slot.shadow_due = false;
-    StartShadow(slot);
+    shadows_->Start(slot);
   }
 }
 
 void EngineLoop::CommitStep() {
   AdvanceProgress();
   auto& table = slots();
-  int64_t shadow_fed = 0;
-  for (auto& slot : table) {
-    if (!slot || !slot->shadow || slot->shadow->n_in_batch == 0) continue;
-    Slot::Shadow& sh = *slot->shadow;
-    const auto from = sh.target.tokens.begin() + sh.fork + static_cast<std::ptrdiff_t>(sh.fed.size());
-    sh.fed.insert(sh.fed.end(), from, from + static_cast<std::ptrdiff_t>(sh.n_in_batch));
-    sh.unfed -= static_cast<int>(sh.n_in_batch);
-    sh.fed_content = sh.target.basis_content;
-    sh.fed_reasoning = sh.target.basis_reasoning;
-    shadow_fed += static_cast<int64_t>(sh.n_in_batch);
-    sh.n_in_batch = 0;
-    KeepShadowStateAtMessageEnd(*slot);
-  }
-  if (shadow_fed > 0) {
-    stats_.Update([&](EngineStats& s) {
-      s.shadow_tokens += shadow_fed;
-      s.shadow_tokens_with_decode += shadow_fed;
-    });
-  }
+  shadows_->RecordFed(table);
   // Sample every slot before emitting any token: emitting may finish a request, and a
-  // finishing shadow decodes its last tokens (DrainShadow), which replaces the logits.
+  // finishing shadow decodes its last tokens (ShadowPrefill::Finish), which replaces the logits.
   std::vector<std::pair<Slot*, engine::Token>> sampled;
   std::vector<size_t> first_tokens;  // indices into the slots table
   for (size_t i = 0; i < table.size(); ++i) {

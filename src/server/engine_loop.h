@@ -4,9 +4,10 @@
 // none), plan the batch (batch_planner.h: a decode token for every generating slot plus
 // prefill chunks within the batch budget, each chunk ending at the next snapshot
 // position, then shadow chunks), decode, and commit (progress, snapshots, then sample
-// and stream each slot's next token; engine_loop_output.cc). A finished or cancelled
-// request's sequence goes back to the cache with everything it computed. Shadow prefill
-// (shadow.h) lives in engine_loop_shadow.cc; the wait queues in task_queue.h.
+// and stream each slot's next token; engine_loop_output.cc; each request's text through
+// its OutputPipeline, output_pipeline.h). A finished or cancelled request's sequence goes
+// back to the cache with everything it computed. Shadow prefill is its own component
+// (shadow_prefill.h); the wait queues are in task_queue.h.
 //
 // Threads: Start/Stop from the owner; Submit and stats() from any thread (HTTP handlers);
 // everything else runs on the loop thread.
@@ -20,9 +21,8 @@
 //  3. Which task runs in which slot keeps scheduler.h's invariants: the queue limit,
 //     warm-ahead only while no request waits or runs, paused requests first. Warm-ahead
 //     computes nothing while a request prefills (batch_planner.h).
-//  4. A shadow sequence (shadow.h) lives only as long as its request; it holds
-//     prompt[0, fork) + tokens of a target the worker rendered, and reaches the cache
-//     only when the final reply still begins with what that target was rendered from.
+//  4. A shadow lives only as long as its request and reaches the cache only when the
+//     final reply agrees with it (shadow_prefill.h, its invariants 1 and 2).
 //  5. Every sequence a slot or shadow holds is a cache::SequenceLease, so it returns to
 //     the cache on every path; a slot's prefill progress (n_prompt_done) moves only after
 //     the decode that carried it succeeded (batch_planner.h plans, changing nothing).
@@ -53,29 +53,12 @@
 #include "server/request_log.h"
 #include "server/request_stream.h"
 #include "server/scheduler.h"
+#include "server/shadow_prefill.h"
 #include "server/slot.h"
 #include "server/task.h"
 #include "server/task_queue.h"
 
 namespace hearth::server {
-
-// Where a shadow's tokens go (shadow.h; docs/cache.md, "Shadow prefill").
-enum class ShadowFeed {
-  // Beside the reply's decode steps, eight or more at a time, and the rest when the reply
-  // ends. Next to one decode token a few more cost little on a GPU.
-  kWithDecode,
-  // When the reply ends (DrainShadow, up to 64 tokens in one decode), and beside the
-  // decode only in whole background chunks (64 tokens) while two or more wait (a
-  // re-rendered tool loop); warm-ahead prepares what is left in the idle time after. On
-  // a CPU every token of a step is computed, and with flash attention a step of 2-63
-  // tokens costs several times per token what a 64-token step does: a shadow fed 8 at a
-  // time beside the decode slowed it by a third.
-  kAfterReply,
-};
-// kWithDecode where llama.cpp was built with a GPU backend (engine::GpuOffloadBuilt),
-// else kAfterReply.
-ShadowFeed DefaultShadowFeed();
-const char* ShadowFeedName(ShadowFeed feed);
 
 struct EngineConfig {
   engine::ContextOptions context;  // n_seq_max = n_parallel + device sequences kept for the cache
@@ -100,8 +83,8 @@ struct EngineConfig {
   // its own states and leaving the others' alone.
   bool verbose = false;            // one log line per request
   bool prefix_cache = true;        // false (--no-cache): no reuse, no snapshots, nothing kept; a baseline
-  bool shadow_prefill = true;      // shadow.h; needs a progress callback
-  std::optional<ShadowFeed> shadow_feed;  // unset: DefaultShadowFeed()
+  // Shadow prefill (shadow_prefill.h; kOff: none); it needs a progress callback.
+  ShadowFeed shadow_feed = DefaultShadowFeed();
   int shadow_wait_ms = 0;          // tests: wait this long for each shadow render, for determinism
   // Most positions one sequence may hold (server/context_size.h: the training context
   // when the cells exceed it). Unset: context.n_ctx.
@@ -147,8 +130,7 @@ class EngineLoop : private SchedulerHooks {
 
   // Called on the loop thread while a chat reply is generated, with the reply so far and
   // the mailbox its shadow target goes to (see shadow.h). Must be quick. Set before Start.
-  using ProgressCallback =
-      std::function<void(const GenerationTask&, const api::Completion&, std::shared_ptr<ShadowMailbox>)>;
+  using ProgressCallback = ShadowProgressCallback;
   void SetProgressCallback(ProgressCallback callback) { on_progress_ = std::move(callback); }
 
   EngineStats stats() const;
@@ -202,23 +184,16 @@ class EngineLoop : private SchedulerHooks {
   void EmitToken(Slot& slot, engine::Token token);
   void Finish(Slot& slot, api::FinishReason reason, std::string stop_sequence = "");
   api::Completion CompleteOutput(Slot& slot, api::FinishReason reason, std::string stop_sequence);
+  // The slot's shadow ends: drained and kept or released with `final_reply`, released
+  // without one (shadow_prefill.h).
+  void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool cut_off = false);
+  bool DropOneShadow() { return shadows_->DropYoungest(slots()); }
   void FailSlot(Slot& slot, const Status& error) override;  // SchedulerHooks too
   void Release(Slot& slot, bool keep_in_cache);
   void HoldNewest(Slot& slot, std::span<const engine::Token> tokens);
   int CacheWritten(const std::string& ns, const std::vector<engine::Token>& prompt, int n_cached);
   void LogRequest(const Slot& slot, const char* outcome) const;
   api::Usage UsageSoFar(const Slot& slot) const;
-
-  // Shadow prefill (engine_loop_shadow.cc).
-  void StartShadow(Slot& slot);
-  void PostShadowProgress(Slot& slot);
-  int UnfedShadowTokens(Slot& slot);
-  bool ReseedShadow(Slot& slot);
-  std::vector<ShadowCandidate> PollShadows();
-  void KeepShadowStateAtMessageEnd(Slot& slot);
-  void DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off);
-  void EndShadow(Slot& slot, const api::Completion* final_reply, const char* why = "", bool cut_off = false);
-  bool DropOneShadow();
 
   const engine::Model& model_;
   EngineConfig config_;
@@ -229,6 +204,7 @@ class EngineLoop : private SchedulerHooks {
   std::shared_ptr<cache::SharedStore> shared_;  // null: no shared tier
   std::string disk_unavailable_;
   std::unique_ptr<cache::PrefixCache> cache_;
+  std::unique_ptr<ShadowPrefill> shadows_;  // made with the cache (Open)
   FinishedCallback on_finished_;
   ProgressCallback on_progress_;
   std::unique_ptr<Scheduler> scheduler_;  // made by Open: the slots, the paused requests, admission

@@ -1,6 +1,6 @@
-// EngineLoop's output side, on the engine thread: a sampled token through the
-// detokenizer, stop strings and output parser to the request's stream; a request's end:
-// its completion and usage, its log line, and its sequence back to the cache.
+// EngineLoop's output side, on the engine thread: a sampled token through the request's
+// OutputPipeline to its stream; a request's end: its completion and usage, its shadow,
+// its log line, and its sequence back to the cache.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -14,18 +14,6 @@ using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
-api::Delta ToApiDelta(const engine::ParsedDelta& d) {
-  api::Delta out;
-  out.content = d.content;
-  out.reasoning = d.reasoning;
-  if (d.tool_call_index >= 0) {
-    out.tool_calls.push_back({d.tool_call_index, d.tool_call_id, d.tool_call_name, d.tool_call_arguments});
-  }
-  return out;
-}
-
-bool IsEmpty(const api::Delta& d) { return d.content.empty() && d.reasoning.empty() && d.tool_calls.empty(); }
-
 }  // namespace
 
 void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
@@ -34,19 +22,11 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
     return;
   }
   slot.generated.push_back(token);
-  auto r = slot.stops->Feed(slot.detokenizer->Push(token));
-  if (slot.parser) {
-    for (const auto& d : slot.parser->Push(r.text, false)) {
-      api::Delta delta = ToApiDelta(d);
-      if (!IsEmpty(delta)) slot.stream->PushDelta(std::move(delta));
-    }
-    if (slot.shadow) PostShadowProgress(slot);
-  } else if (!r.text.empty()) {
-    slot.completion.content += r.text;
-    slot.stream->PushDelta({.content = r.text});
-  }
-  if (r.stopped) {
-    Finish(slot, api::FinishReason::kStopSequence, r.matched);
+  OutputPipeline::Pushed out = slot.output->Push(token);
+  for (api::Delta& delta : out.deltas) slot.stream->PushDelta(std::move(delta));
+  if (slot.shadow) shadows_->PostProgress(slot);
+  if (out.stopped) {
+    Finish(slot, api::FinishReason::kStopSequence, out.matched);
   } else if (static_cast<int>(slot.generated.size()) >= slot.task.max_tokens ||
              ctx_->SeqLength(slot.lease.seq()) + 1 >= config_.SeqPositions()) {
     Finish(slot, api::FinishReason::kLength);
@@ -55,31 +35,12 @@ void EngineLoop::EmitToken(Slot& slot, engine::Token token) {
   }
 }
 
-// The reply is over: whatever the detokenizer, stop matcher and parser still hold goes
-// out (unless a stop string ended the text), and the completion is what was streamed.
+// The reply is over: what the output pipeline still holds goes out, and the completion
+// is what was streamed, with the request's usage and timings.
 api::Completion EngineLoop::CompleteOutput(Slot& slot, api::FinishReason reason, std::string stop_sequence) {
-  std::string tail;
-  if (reason != api::FinishReason::kStopSequence) {
-    auto r = slot.stops->Feed(slot.detokenizer->Flush());
-    tail = r.text + (r.stopped ? "" : slot.stops->Flush());
-  }
-  api::Completion c;
-  if (slot.parser) {
-    for (const auto& d : slot.parser->Push(tail, true)) {
-      api::Delta delta = ToApiDelta(d);
-      if (!IsEmpty(delta)) slot.stream->PushDelta(std::move(delta));
-    }
-    const auto& out = slot.parser->output();
-    c.content = out.content;
-    c.reasoning = out.reasoning;
-    for (const auto& call : out.tool_calls) c.tool_calls.push_back({call.id, call.name, call.arguments});
-  } else {
-    if (!tail.empty()) slot.stream->PushDelta({.content = tail});
-    c.content = slot.completion.content + tail;
-  }
-  c.finish_reason = reason;
-  if (reason == api::FinishReason::kStop && !c.tool_calls.empty()) c.finish_reason = api::FinishReason::kToolCalls;
-  c.stop_sequence = std::move(stop_sequence);
+  OutputPipeline::Completed out = slot.output->Complete(reason, std::move(stop_sequence));
+  for (api::Delta& delta : out.deltas) slot.stream->PushDelta(std::move(delta));
+  api::Completion c = std::move(out.completion);
   c.usage = UsageSoFar(slot);
   c.usage.cache->prefilled_tokens = static_cast<int>(slot.n_prompt_done) - slot.n_cached;
   c.timings = TimingsOf(slot, Clock::now());
@@ -179,6 +140,21 @@ api::Usage EngineLoop::UsageSoFar(const Slot& slot) const {
   report.written_tokens = u.cache_written_tokens;
   u.cache = std::move(report);
   return u;
+}
+
+// A drain may stop early for a request waiting in the queue, and go exactly as far as
+// one that continues this reply (ShadowPrefill::Finish).
+void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const char* why, bool cut_off) {
+  if (final_reply == nullptr) {
+    shadows_->Drop(slot, why);
+    return;
+  }
+  const auto queued = [&](std::span<const engine::Token> tokens) -> std::optional<size_t> {
+    if (!ForegroundQueued()) return std::nullopt;
+    return QueuedSharedPrefix(slot.task.cache_namespace, tokens);
+  };
+  // The next turn resumes from the re-rendered reply.
+  if (auto kept = shadows_->Finish(slot, *final_reply, cut_off, queued)) HoldNewest(slot, *kept);
 }
 
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {

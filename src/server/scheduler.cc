@@ -206,12 +206,9 @@ bool Scheduler::AdmitRequest(QueuedTask q, size_t slot_index) {
     slot->resume.n_reused = slot->n_cached;
   }
   slot->stream = std::move(q.stream);
-  const bool chat = q.task.output_format.has_value();
   slot->sampler = std::make_unique<engine::Sampler>(model_, q.task.sampling);
   slot->sampler->Accept(q.task.prompt);
-  slot->detokenizer = std::make_unique<engine::Detokenizer>(model_, /*render_special=*/chat);
-  slot->stops = std::make_unique<engine::StopStrings>(q.task.stop);
-  if (chat) slot->parser = std::make_unique<engine::OutputParser>(*q.task.output_format);
+  slot->output = std::make_unique<OutputPipeline>(model_, q.task.stop, q.task.output_format);
   slot->task = std::move(q.task);
   ExplainDivergence(*slot);
   DropWarmAheadCoveredBy(slot->task);

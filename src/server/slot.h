@@ -13,10 +13,8 @@
 #include "api/types.h"
 #include "cache/prefix_cache.h"
 #include "cache/sequence_lease.h"
-#include "engine/chat_template.h"
-#include "engine/detokenizer.h"
 #include "engine/sampler.h"
-#include "engine/stop_strings.h"
+#include "server/output_pipeline.h"
 #include "server/request_stream.h"
 #include "server/shadow.h"
 #include "server/task.h"
@@ -35,9 +33,7 @@ struct Slot {
   size_t n_stale_prefix = 0;         // kWarmAhead: WarmAheadTask::StalePrefix()
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<engine::Sampler> sampler;
-  std::unique_ptr<engine::Detokenizer> detokenizer;
-  std::unique_ptr<engine::StopStrings> stops;
-  std::unique_ptr<engine::OutputParser> parser;  // null for raw completions
+  std::unique_ptr<OutputPipeline> output;  // its text to the stream; null for background tasks
 
   size_t n_prompt_done = 0;          // prompt tokens already in the sequence
   int n_cached = 0;                  // of those, reused rather than prefilled
@@ -49,9 +45,8 @@ struct Slot {
   std::optional<engine::Token> pending;  // sampled, to be decoded next step
   bool in_batch = false;                 // has tokens in the batch being decoded
   std::optional<int> logits_index;       // its logits row in that batch, when it samples
-  api::Completion completion;            // text accumulates here for non-parsed output
 
-  // Shadow prefill (shadow.h): a forked sequence fed the reply as the next request will
+  // Shadow prefill (shadow_prefill.h): a forked sequence fed the reply as the next request will
   // carry it. Holds prompt[0, fork) + fed.
   struct Shadow {
     cache::SequenceLease lease;         // holds nothing once a start-over found no sequence
