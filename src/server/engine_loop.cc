@@ -53,6 +53,9 @@ Status EngineLoop::Open() {
   auto ctx = engine::Context::Create(model_, config_.context);
   if (!ctx.ok()) return ctx.status();
   ctx_ = std::move(*ctx);
+  runner_ = std::make_unique<Runner>(*ctx_, BatchLimits{.n_batch = config_.context.n_batch,
+                                                        .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor()),
+                                                        .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode});
   sequences_ = std::make_unique<ContextSequenceStore>(*ctx_);
   if (!config_.cache_dir.empty()) {
     cache::DiskStore::Options options;
@@ -169,8 +172,8 @@ void EngineLoop::Run() {
 void EngineLoop::Step() {
   scheduler_->Schedule();
   stats_.Update([&](EngineStats& s) { s.slots_busy = BusySlots(); });
-  BuildBatch();
-  if (batch_.empty()) {
+  PlanStep();
+  if (runner_->empty()) {
     // Idle: the next request should find a sequence free rather than wait while an
     // idle one moves to RAM; with a disk tier, what a restart would lose is written
     // behind (one state at a time, stopping for a request that comes).
@@ -183,8 +186,8 @@ void EngineLoop::Step() {
     return;
   }
   last_busy_ = Clock::now();
-  Status s = DecodeMakingRoom();
-  if (batch_.empty()) return;
+  Status s = runner_->Decode([this] { return scheduler_->MakeRoom(); }, [this] { PlanStep(); });
+  if (runner_->empty()) return;
   if (!s.ok()) {
     for (auto& slot : slots()) {
       if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr, "decode failed");
@@ -198,27 +201,10 @@ void EngineLoop::Step() {
 // Ends every request in a slot with `error`; their sequences go back empty. Paused
 // requests (their states in the cache, not in the failed step) stay paused.
 void EngineLoop::FailInFlight(const Status& error) {
-  batch_.Clear();
+  runner_->Clear();
   for (auto& slot : slots()) {
     if (slot) FailSlot(*slot, error);
   }
-}
-
-// Decodes the batch; when the KV cells run out, climbs the scheduler's ladder (shadows,
-// idle cached sequences, the youngest prefill requeued with its progress kept in the
-// cache, the youngest generating request paused), retrying after each rung. Only a
-// batch of decode tokens alone can still fail.
-Status EngineLoop::DecodeMakingRoom() {
-  Status s = ctx_->Decode(batch_);
-  // A failed decode leaves the memory as it was, and progress moves only after a decode
-  // succeeds: each retry plans again from what the sequences hold.
-  while (s.code() == StatusCode::kResourceExhausted) {
-    if (!scheduler_->MakeRoom()) break;
-    BuildBatch();
-    if (batch_.empty()) return Status::Ok();
-    s = ctx_->Decode(batch_);
-  }
-  return s;
 }
 
 int EngineLoop::BusySlots() const { return scheduler_->n_busy(); }
@@ -226,7 +212,7 @@ int EngineLoop::BusySlots() const { return scheduler_->n_busy(); }
 bool EngineLoop::WaitForWork() {
   const bool busy = scheduler_->has_paused() || BusySlots() > 0;
   stats_.Update([&](EngineStats& s) {
-    s.decode_calls += batch_.empty() ? 0 : 1;
+    s.decode_calls += runner_->empty() ? 0 : 1;
     s.slots_busy = BusySlots();
     s.cache = cache_->stats();
     if (shared_) s.shared = shared_->stats();
@@ -258,41 +244,11 @@ bool EngineLoop::WaitForWork() {
   return false;
 }
 
-// The slots as the batch planner sees them, then the plan laid out as the batch. Progress
-// moves only once the decode succeeded (AdvanceProgress): a failed one changes nothing.
-void EngineLoop::BuildBatch() {
-  const std::vector<ShadowCandidate> shadows = shadows_->Poll(slots());
-  std::vector<BatchCandidate> candidates;
-  auto& table = slots();
-  for (size_t i = 0; i < table.size(); ++i) {
-    const Slot* slot = table[i].get();
-    if (slot == nullptr) continue;
-    BatchCandidate c{.slot = i, .seq = slot->lease.seq(), .n_past = ctx_->SeqLength(slot->lease.seq()), .pending = slot->pending,
-                     .prompt = slot->task.prompt, .n_prompt_done = slot->n_prompt_done,
-                     .background = slot->background()};
-    const auto& snaps = slot->task.snapshot_positions;
-    if (slot->next_snapshot < snaps.size()) c.next_snapshot = static_cast<size_t>(snaps[slot->next_snapshot]);
-    candidates.push_back(c);
-  }
-  plan_ = PlanBatch(candidates, shadows,
-                    {.n_batch = config_.context.n_batch,
-                     .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor()),
-                     .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode});
-  batch_.Clear();
-  for (const PlannedToken& t : plan_.tokens) batch_.Add(t.token, t.pos, t.seq, t.logits);
-  for (const SlotPlan& sp : plan_.slots) {
-    table[sp.slot]->in_batch = sp.in_batch;
-    table[sp.slot]->logits_index = sp.logits_index;
-  }
-  for (size_t k = 0; k < shadows.size(); ++k) table[shadows[k].slot]->shadow->n_in_batch = plan_.shadow_tokens[k];
-}
-
-// The decode of plan_ succeeded: the prompt tokens it carried are in the sequences now.
-void EngineLoop::AdvanceProgress() {
-  for (const SlotPlan& sp : plan_.slots) {
-    if (auto& slot = slots()[sp.slot]) slot->n_prompt_done = sp.n_prompt_done_after;
-  }
-}
+// The slots and shadows as the batch planner sees them, laid out as the runner's batch.
+// When the KV cells run out the runner climbs the scheduler's ladder (shadows, idle cached
+// sequences, the youngest prefill requeued with its progress kept in the cache, the
+// youngest generating request paused) and plans again after each rung.
+void EngineLoop::PlanStep() { runner_->Plan(slots(), shadows_->Poll(slots())); }
 
 // Keeps states at the snapshot positions the prompt has reached. A request's state at
 // its prompt's end and its shadow's start wait until its first token is out (nothing
@@ -321,8 +277,8 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
 }
 
 void EngineLoop::CommitStep() {
-  AdvanceProgress();
   auto& table = slots();
+  runner_->AdvanceProgress(table);
   shadows_->RecordFed(table);
   // Sample every slot before emitting any token: emitting may finish a request, and a
   // finishing shadow decodes its last tokens (ShadowPrefill::Finish), which replaces the logits.
@@ -347,7 +303,7 @@ void EngineLoop::CommitStep() {
         s.prompt_tokens_prefilled += static_cast<int64_t>(slot->task.prompt.size()) - slot->n_cached;
       });
     }
-    sampled.emplace_back(slot.get(), slot->sampler->Sample(*ctx_, *slot->logits_index));
+    sampled.emplace_back(slot.get(), runner_->Sample(*slot));
   }
   for (auto [slot, token] : sampled) EmitToken(*slot, token);
   // The first tokens are out: what waited for them (the new token is not decoded yet, so

@@ -52,6 +52,7 @@
 #include "server/engine_stats.h"
 #include "server/request_log.h"
 #include "server/request_stream.h"
+#include "server/runner.h"
 #include "server/scheduler.h"
 #include "server/shadow_prefill.h"
 #include "server/slot.h"
@@ -161,9 +162,7 @@ class EngineLoop : private SchedulerHooks {
   void AnswerWaiting(const Status& error);
   bool WaitForWork();
   int BusySlots() const;  // slots holding a request
-  void BuildBatch();
-  Status DecodeMakingRoom();
-  void AdvanceProgress();
+  void PlanStep();
   void CommitStep();
   void TakeSnapshots(Slot& slot, bool first_token_out);
 
@@ -173,7 +172,7 @@ class EngineLoop : private SchedulerHooks {
   void DropShadow(Slot& slot, const char* why) override { EndShadow(slot, nullptr, why); }
   bool DropYoungestShadow() override { return DropOneShadow(); }
   api::Usage AdmittedUsage(const Slot& slot) const override { return UsageSoFar(slot); }
-  std::vector<std::unique_ptr<Slot>>& slots() { return scheduler_->slots(); }
+  SlotTable& slots() { return scheduler_->slots(); }
   bool ForegroundQueued() const { return tasks_.HasRequests(); }  // a request waits in the queue
   // The longest prefix of `tokens` that a queued request's prompt in `ns` begins with.
   size_t QueuedSharedPrefix(const std::string& ns, std::span<const engine::Token> tokens) const {
@@ -208,8 +207,7 @@ class EngineLoop : private SchedulerHooks {
   FinishedCallback on_finished_;
   ProgressCallback on_progress_;
   std::unique_ptr<Scheduler> scheduler_;  // made by Open: the slots, the paused requests, admission
-  BatchPlan plan_;      // what batch_ holds, per slot (batch_planner.h)
-  engine::Batch batch_;
+  std::unique_ptr<Runner> runner_;  // decodes each step's plan; made with the context (Open)
   std::chrono::steady_clock::time_point summary_refreshed_;  // when cache_summary_ was last built
   std::chrono::steady_clock::time_point last_busy_;          // the last step that decoded
 

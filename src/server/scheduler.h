@@ -86,8 +86,8 @@ class Scheduler {
   void FailPaused(const Status& error);
 
   // null entries are free; n_parallel of them.
-  std::vector<std::unique_ptr<Slot>>& slots() { return slots_; }
-  const std::vector<std::unique_ptr<Slot>>& slots() const { return slots_; }
+  SlotTable& slots() { return slots_; }
+  const SlotTable& slots() const { return slots_; }
   int n_busy() const;  // slots holding a request or warm-ahead
   bool has_paused() const { return !paused_.empty(); }
   bool ForegroundQueued() const { return tasks_.HasRequests(); }  // a request waits in the queue
@@ -125,7 +125,7 @@ class Scheduler {
   TaskQueue& tasks_;
   StatsBoard& stats_;
   SchedulerHooks& hooks_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // null when free
+  SlotTable slots_;  // null when free
   std::deque<std::unique_ptr<Slot>> paused_;  // oldest first; their sequences are in the cache
   bool wait_for_room_ = false;  // a prefill went back to the queue for room; none has ended since
 };

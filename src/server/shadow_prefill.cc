@@ -218,7 +218,7 @@ bool ShadowPrefill::ReseedAtRequestMark(Slot& slot, size_t diverged) {
   return false;
 }
 
-std::vector<ShadowCandidate> ShadowPrefill::Poll(std::vector<std::unique_ptr<Slot>>& slots) {
+std::vector<ShadowCandidate> ShadowPrefill::Poll(SlotTable& slots) {
   std::vector<ShadowCandidate> shadows;
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot* slot = slots[i].get();
@@ -237,7 +237,7 @@ std::vector<ShadowCandidate> ShadowPrefill::Poll(std::vector<std::unique_ptr<Slo
   return shadows;
 }
 
-void ShadowPrefill::RecordFed(std::vector<std::unique_ptr<Slot>>& slots) {
+void ShadowPrefill::RecordFed(SlotTable& slots) {
   int64_t fed = 0;
   for (auto& slot : slots) {
     if (!slot || !slot->shadow || slot->shadow->n_in_batch == 0) continue;
@@ -313,7 +313,7 @@ void ShadowPrefill::Close(Slot& slot, bool keep, bool had_final_reply, const cha
   slot.shadow.reset();
 }
 
-bool ShadowPrefill::DropYoungest(std::vector<std::unique_ptr<Slot>>& slots) {
+bool ShadowPrefill::DropYoungest(SlotTable& slots) {
   Slot* youngest = nullptr;
   for (auto& slot : slots) {
     if (slot && slot->shadow && (!youngest || slot->t_admitted > youngest->t_admitted)) youngest = slot.get();

@@ -103,10 +103,10 @@ class ShadowPrefill {
   // Takes each shadow's newest target; one whose target leaves what it holds, and that
   // cannot start over, ends. Returns the rest as the batch planner sees them (slot order)
   // and clears each shadow's n_in_batch.
-  std::vector<ShadowCandidate> Poll(std::vector<std::unique_ptr<Slot>>& slots);
+  std::vector<ShadowCandidate> Poll(SlotTable& slots);
   // The decode carrying each shadow's n_in_batch tokens succeeded: they are fed now, and
   // a state is kept where one ends at a message end of its target.
-  void RecordFed(std::vector<std::unique_ptr<Slot>>& slots);
+  void RecordFed(SlotTable& slots);
 
   // The request ended with `final_reply` (what the client will send back; for a reply cut
   // off, what it received): feeds the shadow the rest of the reply where that is bounded,
@@ -117,7 +117,7 @@ class ShadowPrefill {
   // Releases `slot`'s shadow, if any, without a final reply; `why` goes to the log.
   void Drop(Slot& slot, const char* why);
   // Releases the shadow of the youngest request; false when there is none.
-  bool DropYoungest(std::vector<std::unique_ptr<Slot>>& slots);
+  bool DropYoungest(SlotTable& slots);
 
  private:
   struct DrainPlan;  // shadow_prefill_drain.cc

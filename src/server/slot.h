@@ -73,6 +73,9 @@ struct Slot {
   bool background() const { return kind == SlotKind::kWarmAhead; }
 };
 
+// The engine's slots, one per request decoded together: null where free.
+using SlotTable = std::vector<std::unique_ptr<Slot>>;
+
 // Where the slot's time went, for a request ending at `end`.
 inline api::Timings TimingsOf(const Slot& slot, std::chrono::steady_clock::time_point end) {
   using Seconds = std::chrono::duration<double>;
