@@ -30,6 +30,7 @@
 #pragma once
 
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +39,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -93,6 +95,30 @@ struct ResumeReport {
   SharedImport shared;  // what the shared tier was asked before this resume (the engine's)
 };
 
+// What a caller allows a resume to use (PrefixCache::PlanResume).
+struct ResumeConstraints {
+  // Where states of the tokens were kept (a request's snapshot positions), ascending.
+  std::span<const int32_t> kept_at;
+  // Resume no deeper than this (warm-ahead of a cut reply; a shadow's divergence; 0 with
+  // reuse off).
+  int32_t max_depth = INT32_MAX;
+  // The last token is computed again, never resumed: its logits sample the first token.
+  bool recompute_last = true;
+};
+
+// What a prompt can resume from (PrefixCache::PlanResume): read-only, nothing is lent.
+struct ResumePlan {
+  int32_t max_reuse = 0;      // the deepest position a resume may reach (Acquire's max_reuse)
+  int32_t depth = 0;          // the deepest this cache resumes at now, <= max_reuse; 0: none
+  Tier tier = Tier::kDevice;  // where that resume's attention part lies (depth > 0)
+  // Where the shared tier may hold a state deeper than `depth`, deepest first
+  // (SnapshotPolicy::SharedCandidates; for ImportShared).
+  std::vector<int32_t> shared_candidates;
+  // kept_at in (0, max_reuse], deepest first: where a Reseed can start the tokens over
+  // from a state kept there.
+  std::vector<int32_t> kept_positions;
+};
+
 struct CacheStats {
   int64_t hits_device = 0, hits_ram = 0, hits_disk = 0, hits_shared = 0, misses = 0;
   int64_t shared_imports = 0, shared_puts = 0;  // states read from / queued for the shared tier
@@ -142,6 +168,11 @@ class PrefixCache {
   // The deepest position d <= tokens.size() at which a request for tokens[0, d) could
   // resume with all of them (as Holds); 0 when none.
   int32_t ResumableDepth(const std::string& ns, std::span<const Token> tokens);
+
+  // What a lookup for `tokens` in `ns` under `constraints` can resume (see ResumePlan):
+  // the one place admission (Acquire, ImportShared) and shadows starting over (Reseed)
+  // take their depths from. Changes nothing.
+  ResumePlan PlanResume(const std::string& ns, std::span<const Token> tokens, const ResumeConstraints& constraints);
 
   // `seq` holds exactly `tokens`: keep its recurrent / sliding-window state here
   // (a message boundary or the start of generation). No-op for attention-only models or
@@ -260,6 +291,14 @@ class PrefixCache {
   Kept KeepElsewhere(const std::function<bool(const PrefixTree::Node*, const State&)>& wanted,
                      const std::function<bool()>& should_stop, const KeepFn& keep);
   ResumeReport Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t max_reuse);
+  struct Candidate {  // a depth a resume may stop at, and its node
+    PrefixTree::Node* node;
+    int32_t depth;
+  };
+  std::vector<Candidate> ResumeCandidates(const PrefixTree::Match& m) const;
+  bool TryResumeAt(int32_t seq, const Candidate& c, std::vector<uint64_t>& failed, ResumeReport& report);
+  // ResumableDepth, with the tier of the attention part there.
+  std::pair<int32_t, Tier> Resumable(const std::string& ns, std::span<const Token> tokens);
   std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
   Status Execute(int32_t seq, const Source& src, int32_t depth);
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);

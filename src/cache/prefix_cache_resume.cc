@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "cache/disk_store.h"
+#include "cache/snapshot_policy.h"
 
 namespace hearth::cache {
 namespace {
@@ -128,6 +130,17 @@ Status PrefixCache::Execute(int32_t seq, const Source& src, int32_t depth) {
   return Status::Ok();
 }
 
+// Depths a resume may stop at on `m`'s path, deepest first. Attention-only models can
+// stop inside an edge.
+std::vector<PrefixCache::Candidate> PrefixCache::ResumeCandidates(const PrefixTree::Match& m) const {
+  std::vector<Candidate> candidates;
+  if (!config_.needs_partial && m.below) candidates.push_back({m.below, static_cast<int32_t>(m.n_matched)});
+  for (auto it = m.path.rbegin(); it != m.path.rend(); ++it) {
+    if ((*it)->depth > 0) candidates.push_back({*it, (*it)->depth});
+  }
+  return candidates;
+}
+
 ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens,
                                  int32_t max_reuse) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -140,43 +153,11 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
     report.stopped_because = "no cached prefix";
     return report;
   }
-  // Candidate depths, deepest first. Attention-only models can stop inside an edge.
-  struct Candidate {
-    PrefixTree::Node* node;
-    int32_t depth;
-  };
-  std::vector<Candidate> candidates;
-  if (!config_.needs_partial && m.below) candidates.push_back({m.below, static_cast<int32_t>(m.n_matched)});
-  for (auto it = m.path.rbegin(); it != m.path.rend(); ++it) {
-    if ((*it)->depth > 0) candidates.push_back({*it, (*it)->depth});
-  }
   std::vector<uint64_t> failed;  // a source that failed once (no room for it) fails again
-  for (const auto& c : candidates) {
-    auto src = FindSource(c.node, config_.needs_partial, c.depth);
-    if (!src || std::find(failed.begin(), failed.end(), src->attention) != failed.end()) continue;
-    Status s = Execute(seq, *src, c.depth);
-    // A whole state needs free KV cells: idle cached sequences give theirs up (to RAM)
-    // before the restore is given up. That may move states between tiers: look again.
-    while (s.code() == StatusCode::kResourceExhausted && EvictIdleDevice()) {
-      store_.Clear(seq);
-      src = FindSource(c.node, config_.needs_partial, c.depth);
-      if (!src) break;
-      s = Execute(seq, *src, c.depth);
-    }
-    if (!s.ok()) {
-      store_.Clear(seq);
-      if (!src) continue;
-      failed.push_back(src->attention);
-      report.no_room = s.code() == StatusCode::kResourceExhausted;
-      report.stopped_because = "restore at " + std::to_string(c.depth) + " failed: " +
-                               (report.no_room ? "no free KV cells for its " + std::to_string(c.depth) +
-                                                     " positions while the requests running hold theirs"
-                                               : s.message());
-      continue;
-    }
+  for (const Candidate& c : ResumeCandidates(m)) {
+    if (!TryResumeAt(seq, c, failed, report)) continue;
     report.no_room = false;
     report.n_reused = c.depth;
-    report.tier = src->tier;
     if (!report.stopped_because.empty()) {
       // A deeper restore failed: that is why reuse stopped here, and the caller says so.
       report.stopped_because += "; resumed at " + std::to_string(c.depth);
@@ -195,6 +176,35 @@ ResumeReport PrefixCache::Resume(const std::string& ns, int32_t seq, std::span<c
   return report;
 }
 
+// Restores `seq` to candidate `c`; true when it holds it. A whole state needs free KV
+// cells: idle cached sequences give theirs up (to RAM) before the restore is given up.
+// That may move states between tiers: look again. A failure is added to `failed` and
+// said in `report` (stopped_because, no_room); success sets report.tier.
+bool PrefixCache::TryResumeAt(int32_t seq, const Candidate& c, std::vector<uint64_t>& failed, ResumeReport& report) {
+  auto src = FindSource(c.node, config_.needs_partial, c.depth);
+  if (!src || std::find(failed.begin(), failed.end(), src->attention) != failed.end()) return false;
+  Status s = Execute(seq, *src, c.depth);
+  while (s.code() == StatusCode::kResourceExhausted && EvictIdleDevice()) {
+    store_.Clear(seq);
+    src = FindSource(c.node, config_.needs_partial, c.depth);
+    if (!src) break;
+    s = Execute(seq, *src, c.depth);
+  }
+  if (!s.ok()) {
+    store_.Clear(seq);
+    if (!src) return false;
+    failed.push_back(src->attention);
+    report.no_room = s.code() == StatusCode::kResourceExhausted;
+    report.stopped_because = "restore at " + std::to_string(c.depth) + " failed: " +
+                             (report.no_room ? "no free KV cells for its " + std::to_string(c.depth) +
+                                                   " positions while the requests running hold theirs"
+                                             : s.message());
+    return false;
+  }
+  report.tier = src->tier;
+  return true;
+}
+
 bool PrefixCache::Holds(const std::string& ns, std::span<const Token> tokens) {
   PrefixTree::PruneScope scope(tree_);
   if (tokens.empty()) return false;
@@ -209,15 +219,35 @@ bool PrefixCache::Holds(const std::string& ns, std::span<const Token> tokens) {
 }
 
 int32_t PrefixCache::ResumableDepth(const std::string& ns, std::span<const Token> tokens) {
+  return Resumable(ns, tokens).first;
+}
+
+std::pair<int32_t, Tier> PrefixCache::Resumable(const std::string& ns, std::span<const Token> tokens) {
   PrefixTree::PruneScope scope(tree_);
   auto m = tree_.MatchPrefix(ns, tokens);
-  if (!config_.needs_partial && m.below != nullptr && FindSource(m.below, false, static_cast<int32_t>(m.n_matched))) {
-    return static_cast<int32_t>(m.n_matched);
+  if (!config_.needs_partial && m.below != nullptr) {
+    if (auto src = FindSource(m.below, false, static_cast<int32_t>(m.n_matched))) {
+      return {static_cast<int32_t>(m.n_matched), src->tier};
+    }
   }
   for (auto it = m.path.rbegin(); it != m.path.rend() && (*it)->depth > 0; ++it) {
-    if (FindSource(*it, config_.needs_partial, (*it)->depth)) return (*it)->depth;
+    if (auto src = FindSource(*it, config_.needs_partial, (*it)->depth)) return {(*it)->depth, src->tier};
   }
-  return 0;
+  return {0, Tier::kDevice};
+}
+
+ResumePlan PrefixCache::PlanResume(const std::string& ns, std::span<const Token> tokens,
+                                   const ResumeConstraints& constraints) {
+  ResumePlan plan;
+  const auto n = static_cast<int32_t>(tokens.size());
+  plan.max_reuse = std::min(constraints.recompute_last ? n - 1 : n, constraints.max_depth);
+  const size_t usable = static_cast<size_t>(std::clamp(plan.max_reuse, 0, n));
+  std::tie(plan.depth, plan.tier) = Resumable(ns, tokens.subspan(0, usable));
+  plan.shared_candidates = SnapshotPolicy::SharedCandidates(constraints.kept_at, plan.max_reuse);
+  for (auto it = constraints.kept_at.rbegin(); it != constraints.kept_at.rend(); ++it) {
+    if (*it > 0 && *it <= plan.max_reuse) plan.kept_positions.push_back(*it);
+  }
+  return plan;
 }
 
 Status PrefixCache::Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source) {
