@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cache/disk_store.h"
+#include "cache/snapshot_policy.h"
 
 namespace hearth::cache {
 
@@ -113,7 +114,7 @@ void PrefixCache::SnapshotPartial(const std::string& ns, int32_t seq, std::span<
   Keep(tree_.Insert(ns, tokens), StateKind::kPartial, std::move(*bytes));
 }
 
-void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t reply_start) {
+void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t tail_start) {
   PrefixTree::PruneScope scope(tree_);
   if (tokens.empty()) {
     Unlend(seq);
@@ -125,13 +126,13 @@ void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Toke
   s.kind = StateKind::kDevice;
   s.tier = Tier::kDevice;
   s.seq = seq;
-  s.reply_start = reply_start;
+  s.tail_start = tail_start;
   device_state_of_seq_[seq] = tree_.AddState(node, s);
   unwritten_ = true;
   unshared_ = true;
   Unlend(seq);
   // Older device sequences ending on this path hold nothing the new one lacks but their
-  // recurrent state: keep that as a partial snapshot and free them.
+  // recurrent state: keep that as a partial snapshot (where the policy says) and free them.
   for (PrefixTree::Node* n = node->parent; n; n = n->parent) {
     std::vector<uint64_t> redundant;
     for (const auto& st : n->states) {
@@ -140,9 +141,9 @@ void PrefixCache::Adopt(const std::string& ns, int32_t seq, std::span<const Toke
     for (uint64_t id : redundant) {
       State* old = tree_.FindState(id);
       const int32_t old_seq = old->seq;
-      const bool has_partial = std::any_of(n->states.begin(), n->states.end(),
-                                           [](const State& x) { return x.kind != StateKind::kDevice; });
-      if (config_.needs_partial && !has_partial) {
+      const bool serialized = std::any_of(n->states.begin(), n->states.end(),
+                                          [](const State& x) { return x.kind != StateKind::kDevice; });
+      if (SnapshotPolicy::KeepsPartialOfRedundant(config_.needs_partial, serialized)) {
         auto bytes = store_.Save(old_seq, /*partial=*/true);
         if (bytes.ok()) Keep(n, StateKind::kPartial, std::move(*bytes));
       }

@@ -181,14 +181,12 @@ class PrefixCache {
 
   // The request using `seq` is done and `seq` holds exactly `tokens`: keep it as a cached
   // device sequence. Device sequences made redundant by it (ending on its path) are
-  // turned into partial snapshots and freed. `reply_start` (> 0 for a request that
-  // generated a reply): where the reply starts in `tokens`. Evicted while another
-  // sequence on the device (a shadow or warm-ahead holding the reply as the template
-  // re-renders it, cached or taken over by the next request) shares the prompt up to
-  // there, it is dropped rather than serialized whole: all it adds is the reply as
-  // generated, which the next request rarely carries and which costs at most its
-  // length to compute again.
-  void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t reply_start = 0);
+  // freed, leaving a partial snapshot where SnapshotPolicy::KeepsPartialOfRedundant says.
+  // `tail_start` (> 0: SnapshotPolicy::AdoptedTailStart): where the part of `tokens` not
+  // worth a copy of its own begins. Evicted while another sequence on the device (cached,
+  // or taken over by a request) shares its path up to there, it is dropped rather than
+  // serialized whole, with the RAM states on its own tail that only it gave attention KV.
+  void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t tail_start = 0);
   // Gives `seq` back empty.
   void Release(int32_t seq);
 
@@ -213,7 +211,7 @@ class PrefixCache {
   // restore errors. On error `seq` is left empty.
   Status Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source);
 
-  // Frees the KV cells of an idle device sequence: one whose reply another sequence has
+  // Frees the KV cells of an idle device sequence: one whose tail another sequence has
   // taken over (dropped, see Adopt), else the least recently used (its full state moves
   // to RAM first). False when no idle device sequence is left.
   bool EvictIdleDevice();
@@ -247,7 +245,7 @@ class PrefixCache {
   // With a shared tier, for idle time: queues for it the whole states other processes
   // could resume from (cached device sequences, serialized; whole RAM states) that it was
   // not given yet, the most recently used first, until `should_stop` returns true.
-  // Replies another sequence took over are not shared (as WriteBehind). Then the positions
+  // Tails another sequence took over are not shared (as WriteBehind). Then the positions
   // ShareWhenIdle marked, made whole in a free sequence (none free: at a later pass; this
   // never evicts for it). Returns how many.
   int ShareBehind(const std::function<bool()>& should_stop);
@@ -281,7 +279,7 @@ class PrefixCache {
   std::optional<int32_t> TakeSequence();      // a free one, else evicts the least recent idle
   // Gives the states `wanted` selects to `keep` (another tier), most recently used first,
   // each with its serialized bytes: a device sequence serialized now, a RAM state's bytes
-  // as they are. Replies another sequence took over are never given (see Adopt). Stops
+  // as they are. Tails another sequence took over are never given (see Adopt). Stops
   // when `should_stop` says so; `finished` is whether every selected state was visited.
   struct Kept {
     int n = 0;  // states `keep` accepted
@@ -318,9 +316,9 @@ class PrefixCache {
   void Forget(uint64_t id);
   void ForgetDiskKeys(const std::vector<uint64_t>& keys);
   void EvictDevice(uint64_t state_id);
-  // For a request's device state (State::reply_start): the depth its path shares with
+  // For a device state with a tail (State::tail_start): the depth its path shares with
   // another sequence on the device (cached, or taken over by a request), when that
-  // reaches reply_start; else nullopt.
+  // reaches tail_start; else nullopt.
   std::optional<int> DroppableAt(const PrefixTree::Node* node, const State& s);
   void DropSuperseded(uint64_t state_id, int shared);
   void Unlend(int32_t seq);

@@ -79,7 +79,7 @@ bool PrefixCache::SpareASequence() {
 }
 
 std::optional<int> PrefixCache::DroppableAt(const PrefixTree::Node* node, const State& s) {
-  if (s.reply_start <= 0) return std::nullopt;
+  if (s.tail_start <= 0) return std::nullopt;
   const Path path = PathTo(node);
   int shared = 0;
   for (const auto& [other_seq, id] : device_state_of_seq_) {
@@ -89,11 +89,11 @@ std::optional<int> PrefixCache::DroppableAt(const PrefixTree::Node* node, const 
   for (const auto& [lent_seq, at] : lent_) {
     if (at != nullptr) shared = std::max(shared, SharedDepth(path, at));
   }
-  if (shared < s.reply_start) return std::nullopt;
+  if (shared < s.tail_start) return std::nullopt;
   return shared;
 }
 
-// Drops a device state whose reply another sequence has taken over (see Adopt), and frees
+// Drops a device state whose tail another sequence has taken over (see Adopt), and frees
 // its sequence. RAM snapshots on its own tail (past `shared`), left without attention KV
 // through them, go with it.
 void PrefixCache::DropSuperseded(uint64_t state_id, int shared) {
@@ -114,7 +114,7 @@ void PrefixCache::DropSuperseded(uint64_t state_id, int shared) {
 }
 
 // Moves a cached device sequence's full state to RAM (when the budget allows), then
-// frees the sequence; one whose reply another sequence has taken over is dropped
+// frees the sequence; one whose tail another sequence has taken over is dropped
 // instead (see Adopt).
 void PrefixCache::EvictDevice(uint64_t state_id) {
   PrefixTree::Node* node = nullptr;
@@ -236,7 +236,7 @@ PrefixCache::Kept PrefixCache::KeepElsewhere(const std::function<bool(const Pref
                                              const std::function<bool()>& should_stop, const KeepFn& keep) {
   std::vector<std::pair<int64_t, uint64_t>> todo;  // (last_used, id)
   tree_.ForEachState([&](const PrefixTree::Node* n, const State& s) {
-    // A reply another sequence took over is dropped, not kept (see Adopt).
+    // A tail another sequence took over is dropped, not kept (see Adopt).
     if (s.kind == StateKind::kDevice && DroppableAt(n, s)) return;
     if (wanted(n, s)) todo.emplace_back(s.last_used, s.id);
   });
