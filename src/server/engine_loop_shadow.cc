@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <string>
 
+#include "cache/snapshot_policy.h"
+
 namespace hearth::server {
 namespace {
 
@@ -202,8 +204,7 @@ std::vector<ShadowCandidate> EngineLoop::PollShadows() {
 void EngineLoop::KeepShadowStateAtMessageEnd(Slot& slot) {
   Slot::Shadow& sh = *slot.shadow;
   const size_t held = static_cast<size_t>(sh.fork) + sh.fed.size();
-  const auto& ends = sh.target.message_ends;
-  if (!std::binary_search(ends.begin(), ends.end(), static_cast<int32_t>(held))) return;
+  if (!cache::SnapshotPolicy::ShadowKeepsStateAt(sh.target.message_ends, static_cast<int32_t>(held))) return;
   cache_->SnapshotPartial(slot.task.cache_namespace, sh.lease.seq(), ShadowHolds(slot));
 }
 
@@ -216,12 +217,11 @@ void EngineLoop::KeepShadowStateAtMessageEnd(Slot& slot) {
 // client may have read a piece or two less than was delivered.
 void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, bool cut_off) {
   constexpr int kMaxDrain = 64;
-  constexpr size_t kCutOffStates = 8;
   Slot::Shadow& sh = *slot.shadow;
   int unfed = UnfedShadowTokens(slot);
   if (unfed < 0) return;
   const size_t done = static_cast<size_t>(sh.fork) + sh.fed.size();
-  std::vector<size_t> states;  // positions to keep a state at, ascending
+  std::optional<int32_t> cut_content_end;  // a cut reply's content end, when the drain continues it
   size_t uncertain = SIZE_MAX;  // a cut reply's: where the positions the client may have read to begin
   const auto tokenize = [this](const std::string& text) {
     return model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
@@ -235,21 +235,15 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
     unfed = sh.unfed = static_cast<int>(sh.target.tokens.size() - done);
     const size_t content_end = final_tokens->content_end;
     if (cut_off && content_end > 0) {
-      uncertain = content_end > kCutOffStates ? content_end - kCutOffStates : 1;
-      for (size_t p = uncertain; p <= content_end; ++p) {
-        if (p > done) states.push_back(p);
-      }
+      cut_content_end = static_cast<int32_t>(content_end);
+      uncertain = static_cast<size_t>(cache::SnapshotPolicy::FirstCutOffState(*cut_content_end));
     }
     cut_off = false;
   }
   if (unfed <= 0 || cut_off) return;
   const size_t end = done + static_cast<size_t>(std::min({unfed, kMaxDrain, config_.context.n_batch}));
-  for (int32_t p : sh.target.message_ends) {
-    if (static_cast<size_t>(p) > done) states.push_back(static_cast<size_t>(p));
-  }
-  states.push_back(end);
-  std::sort(states.begin(), states.end());
-  states.erase(std::unique(states.begin(), states.end()), states.end());
+  const std::vector<int32_t> states = cache::SnapshotPolicy::ShadowDrainStates(
+      sh.target.message_ends, static_cast<int32_t>(done), static_cast<int32_t>(end), cut_content_end);
   // Each state costs a decode of its own (a weight pass on a CPU). A request waiting gets
   // the engine after the first. When it is this cut reply's next request (a client that
   // cut the reply off sends what it read at once; it carries the reply up to its
@@ -259,7 +253,7 @@ void EngineLoop::DrainShadow(Slot& slot, const api::Completion& final_reply, boo
   bool decoded = false;
   for (size_t k = 0; k < states.size(); ++k) {
     const size_t at = held.size();
-    size_t stop = states[k];
+    auto stop = static_cast<size_t>(states[k]);
     if (stop <= at || stop > end) continue;
     bool last = k + 1 == states.size();
     if (ForegroundQueued()) {
