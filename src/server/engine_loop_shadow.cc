@@ -126,11 +126,11 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   const auto& ns = slot.task.cache_namespace;
   const size_t diverged =
       std::min(engine::CommonPrefix(t, prompt), static_cast<size_t>(slot.task.generation_start));
-  const auto& marks = slot.task.snapshot_positions;
-  int32_t boundary = 0;  // the request's last message end before the difference
-  for (int32_t m : marks) {
-    if (m > 0 && m <= static_cast<int32_t>(diverged)) boundary = m;
-  }
+  // The request's own states up to the difference, deepest first.
+  const cache::ResumePlan plan = cache_->PlanResume(
+      ns, prompt,
+      {.kept_at = slot.task.snapshot_positions, .max_depth = static_cast<int32_t>(diverged), .recompute_last = false});
+  const int32_t boundary = plan.kept_positions.empty() ? 0 : plan.kept_positions.front();  // the last before it
   // This shadow's own states at message ends past that, on the new target's way (the
   // reply's form changed after a re-rendered tool loop was fed): its sequence holds their
   // attention KV.
@@ -166,11 +166,10 @@ bool EngineLoop::ReseedShadow(Slot& slot) {
   }
   // Else the request's own message end before the difference: attention KV from its
   // sequence, the recurrent part from the snapshot there.
-  for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
-    if (*it > static_cast<int32_t>(diverged) || *it <= 0) continue;
-    const auto at = static_cast<size_t>(*it);
+  for (int32_t kept : plan.kept_positions) {
+    const auto at = static_cast<size_t>(kept);
     if (cache_->Reseed(ns, std::span(prompt).subspan(0, at), sh.lease.seq(), slot.lease.seq()).ok()) {
-      sh.fork = *it;
+      sh.fork = kept;
       sh.fed.clear();
       return true;
     }
