@@ -81,6 +81,7 @@ TEST(SnapshotPolicyTest, SharedCandidatesAreTheDeepestFew) {
 
 TEST(SnapshotPolicyTest, ShadowKeepsStatesAtItsTargetsMessageEnds) {
   const Positions ends = {12, 40};
+  EXPECT_TRUE(P::ShadowKeepsStateAt(ends, 12));
   EXPECT_TRUE(P::ShadowKeepsStateAt(ends, 40));
   EXPECT_FALSE(P::ShadowKeepsStateAt(ends, 41));
 }
