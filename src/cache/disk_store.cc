@@ -227,59 +227,60 @@ void DiskStore::PruneQuarantine() {
   }
 }
 
-void DiskStore::Load() {
-  std::vector<std::pair<int64_t, Entry>> found;
-  auto listed = file_system_.List(dir_);
-  if (!listed.ok()) std::fprintf(stderr, "hearth: disk tier: %s\n", listed.status().message().c_str());
-  for (const FileSystem::FileInfo& fi : listed.ok() ? *listed : std::vector<FileSystem::FileInfo>{}) {
-    const std::string path = (fs::path(dir_) / fi.name).string();
-    const std::string& name = fi.name;
-    if (name.find(".tmp") != std::string::npos) {  // a write interrupted by a crash
-      static_cast<void>(file_system_.Remove(path));
-      continue;
-    }
-    if (!name.ends_with(kSuffix)) continue;
-    auto file = file_system_.OpenForRead(path);
-    if (!file.ok()) {  // not proven bad: it stays for a later start
-      ++read_errors_;
-      std::fprintf(stderr, "hearth: disk tier: %s; not used\n", file.status().message().c_str());
-      continue;
-    }
-    FileBuf buf(**file);
-    std::istream in(&buf);
-    StateHeader h;
-    size_t header_size = 0;
-    std::string why;
-    const bool decoded = DecodeStateHeader(in, &h, &header_size, &why);
-    if (!buf.error().ok()) {
-      ++read_errors_;
-      std::fprintf(stderr, "hearth: disk tier: %s; not used\n", buf.error().message().c_str());
-      continue;
-    }
-    if (!decoded) {
-      Quarantine(path, why);
-      continue;
-    }
-    if (!h.ns.starts_with(ns_prefix_)) {
-      Quarantine(path, "belongs to another model or context configuration");
-      continue;
-    }
-    const auto size = static_cast<size_t>(fi.bytes);
-    if (size != header_size + h.payload_len) {
-      Quarantine(path, "size " + std::to_string(size) + " != " + std::to_string(header_size + h.payload_len));
-      continue;
-    }
+// Checks one file of the directory at start-up: its entry when it is a usable state;
+// else nullopt, having removed it (an interrupted write), quarantined it (proven bad) or
+// left it for a later start (unreadable now).
+std::optional<DiskStore::Entry> DiskStore::LoadFile(const FileSystem::FileInfo& fi) {
+  const std::string path = (fs::path(dir_) / fi.name).string();
+  const std::string& name = fi.name;
+  if (name.find(".tmp") != std::string::npos) {  // a write interrupted by a crash
+    static_cast<void>(file_system_.Remove(path));
+    return std::nullopt;
+  }
+  if (!name.ends_with(kSuffix)) return std::nullopt;
+  auto file = file_system_.OpenForRead(path);
+  if (!file.ok()) {  // not proven bad: it stays for a later start
+    ++read_errors_;
+    std::fprintf(stderr, "hearth: disk tier: %s; not used\n", file.status().message().c_str());
+    return std::nullopt;
+  }
+  FileBuf buf(**file);
+  std::istream in(&buf);
+  StateHeader h;
+  size_t header_size = 0;
+  std::string why;
+  const bool decoded = DecodeStateHeader(in, &h, &header_size, &why);
+  if (!buf.error().ok()) {
+    ++read_errors_;
+    std::fprintf(stderr, "hearth: disk tier: %s; not used\n", buf.error().message().c_str());
+    return std::nullopt;
+  }
+  const auto size = static_cast<size_t>(fi.bytes);
+  // Undecodable: `why` says so already.
+  if (decoded && !h.ns.starts_with(ns_prefix_)) {
+    why = "belongs to another model or context configuration";
+  } else if (decoded && size != header_size + h.payload_len) {
+    why = "size " + std::to_string(size) + " != " + std::to_string(header_size + h.payload_len);
+  } else if (decoded) {
     Entry e;
     e.ns = h.ns;
     e.tokens = std::move(h.tokens);
     e.kind = h.kind;
     e.bytes = size;
     e.key = KeyOf(e.ns, e.tokens, e.kind);
-    if (PathOf(e.key) != path) {
-      Quarantine(path, "file name does not match its content");
-      continue;
-    }
-    found.emplace_back(fi.mtime_ns, std::move(e));
+    if (PathOf(e.key) == path) return e;
+    why = "file name does not match its content";
+  }
+  Quarantine(path, why);
+  return std::nullopt;
+}
+
+void DiskStore::Load() {
+  std::vector<std::pair<int64_t, Entry>> found;
+  auto listed = file_system_.List(dir_);
+  if (!listed.ok()) std::fprintf(stderr, "hearth: disk tier: %s\n", listed.status().message().c_str());
+  for (const FileSystem::FileInfo& fi : listed.ok() ? *listed : std::vector<FileSystem::FileInfo>{}) {
+    if (std::optional<Entry> e = LoadFile(fi)) found.emplace_back(fi.mtime_ns, std::move(*e));
   }
   PruneQuarantine();  // also what an earlier run left there
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

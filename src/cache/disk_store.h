@@ -41,6 +41,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -130,6 +131,7 @@ class DiskStore {
   DiskStore(std::string dir, size_t budget, std::string ns_prefix, Options options);
   Status ProbeWritable();
   void Load();
+  std::optional<Entry> LoadFile(const FileSystem::FileInfo& fi);
   void WriterLoop();
   Status WriteFile(const std::string& path, const std::vector<uint8_t>& file);
   // Forgets the files whose write failed (listing them in evicted_).

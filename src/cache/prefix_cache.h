@@ -30,6 +30,7 @@
 #pragma once
 
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +39,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -93,6 +95,30 @@ struct ResumeReport {
   SharedImport shared;  // what the shared tier was asked before this resume (the engine's)
 };
 
+// What a caller allows a resume to use (PrefixCache::PlanResume).
+struct ResumeConstraints {
+  // Where states of the tokens were kept (a request's snapshot positions), ascending.
+  std::span<const int32_t> kept_at;
+  // Resume no deeper than this (warm-ahead of a cut reply; a shadow's divergence; 0 with
+  // reuse off).
+  int32_t max_depth = INT32_MAX;
+  // The last token is computed again, never resumed: its logits sample the first token.
+  bool recompute_last = true;
+};
+
+// What a prompt can resume from (PrefixCache::PlanResume): read-only, nothing is lent.
+struct ResumePlan {
+  int32_t max_reuse = 0;      // the deepest position a resume may reach (Acquire's max_reuse)
+  int32_t depth = 0;          // the deepest this cache resumes at now, <= max_reuse; 0: none
+  Tier tier = Tier::kDevice;  // where that resume's attention part lies (depth > 0)
+  // Where the shared tier may hold a state deeper than `depth`, deepest first
+  // (SnapshotPolicy::SharedCandidates; for ImportShared).
+  std::vector<int32_t> shared_candidates;
+  // kept_at in (0, max_reuse], deepest first: where a Reseed can start the tokens over
+  // from a state kept there.
+  std::vector<int32_t> kept_positions;
+};
+
 struct CacheStats {
   int64_t hits_device = 0, hits_ram = 0, hits_disk = 0, hits_shared = 0, misses = 0;
   int64_t shared_imports = 0, shared_puts = 0;  // states read from / queued for the shared tier
@@ -143,6 +169,11 @@ class PrefixCache {
   // resume with all of them (as Holds); 0 when none.
   int32_t ResumableDepth(const std::string& ns, std::span<const Token> tokens);
 
+  // What a lookup for `tokens` in `ns` under `constraints` can resume (see ResumePlan):
+  // the one place admission (Acquire, ImportShared) and shadows starting over (Reseed)
+  // take their depths from. Changes nothing.
+  ResumePlan PlanResume(const std::string& ns, std::span<const Token> tokens, const ResumeConstraints& constraints);
+
   // `seq` holds exactly `tokens`: keep its recurrent / sliding-window state here
   // (a message boundary or the start of generation). No-op for attention-only models or
   // when a state at this position already exists.
@@ -150,14 +181,12 @@ class PrefixCache {
 
   // The request using `seq` is done and `seq` holds exactly `tokens`: keep it as a cached
   // device sequence. Device sequences made redundant by it (ending on its path) are
-  // turned into partial snapshots and freed. `reply_start` (> 0 for a request that
-  // generated a reply): where the reply starts in `tokens`. Evicted while another
-  // sequence on the device (a shadow or warm-ahead holding the reply as the template
-  // re-renders it, cached or taken over by the next request) shares the prompt up to
-  // there, it is dropped rather than serialized whole: all it adds is the reply as
-  // generated, which the next request rarely carries and which costs at most its
-  // length to compute again.
-  void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t reply_start = 0);
+  // freed, leaving a partial snapshot where SnapshotPolicy::KeepsPartialOfRedundant says.
+  // `tail_start` (> 0: SnapshotPolicy::AdoptedTailStart): where the part of `tokens` not
+  // worth a copy of its own begins. Evicted while another sequence on the device (cached,
+  // or taken over by a request) shares its path up to there, it is dropped rather than
+  // serialized whole, with the RAM states on its own tail that only it gave attention KV.
+  void Adopt(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t tail_start = 0);
   // Gives `seq` back empty.
   void Release(int32_t seq);
 
@@ -182,7 +211,7 @@ class PrefixCache {
   // restore errors. On error `seq` is left empty.
   Status Reseed(const std::string& ns, std::span<const Token> tokens, int32_t seq, int32_t kv_source);
 
-  // Frees the KV cells of an idle device sequence: one whose reply another sequence has
+  // Frees the KV cells of an idle device sequence: one whose tail another sequence has
   // taken over (dropped, see Adopt), else the least recently used (its full state moves
   // to RAM first). False when no idle device sequence is left.
   bool EvictIdleDevice();
@@ -216,7 +245,7 @@ class PrefixCache {
   // With a shared tier, for idle time: queues for it the whole states other processes
   // could resume from (cached device sequences, serialized; whole RAM states) that it was
   // not given yet, the most recently used first, until `should_stop` returns true.
-  // Replies another sequence took over are not shared (as WriteBehind). Then the positions
+  // Tails another sequence took over are not shared (as WriteBehind). Then the positions
   // ShareWhenIdle marked, made whole in a free sequence (none free: at a later pass; this
   // never evicts for it). Returns how many.
   int ShareBehind(const std::function<bool()>& should_stop);
@@ -250,7 +279,7 @@ class PrefixCache {
   std::optional<int32_t> TakeSequence();      // a free one, else evicts the least recent idle
   // Gives the states `wanted` selects to `keep` (another tier), most recently used first,
   // each with its serialized bytes: a device sequence serialized now, a RAM state's bytes
-  // as they are. Replies another sequence took over are never given (see Adopt). Stops
+  // as they are. Tails another sequence took over are never given (see Adopt). Stops
   // when `should_stop` says so; `finished` is whether every selected state was visited.
   struct Kept {
     int n = 0;  // states `keep` accepted
@@ -260,6 +289,14 @@ class PrefixCache {
   Kept KeepElsewhere(const std::function<bool(const PrefixTree::Node*, const State&)>& wanted,
                      const std::function<bool()>& should_stop, const KeepFn& keep);
   ResumeReport Resume(const std::string& ns, int32_t seq, std::span<const Token> tokens, int32_t max_reuse);
+  struct Candidate {  // a depth a resume may stop at, and its node
+    PrefixTree::Node* node;
+    int32_t depth;
+  };
+  std::vector<Candidate> ResumeCandidates(const PrefixTree::Match& m) const;
+  bool TryResumeAt(int32_t seq, const Candidate& c, std::vector<uint64_t>& failed, ResumeReport& report);
+  // ResumableDepth, with the tier of the attention part there.
+  std::pair<int32_t, Tier> Resumable(const std::string& ns, std::span<const Token> tokens);
   std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
   Status Execute(int32_t seq, const Source& src, int32_t depth);
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
@@ -279,9 +316,9 @@ class PrefixCache {
   void Forget(uint64_t id);
   void ForgetDiskKeys(const std::vector<uint64_t>& keys);
   void EvictDevice(uint64_t state_id);
-  // For a request's device state (State::reply_start): the depth its path shares with
+  // For a device state with a tail (State::tail_start): the depth its path shares with
   // another sequence on the device (cached, or taken over by a request), when that
-  // reaches reply_start; else nullopt.
+  // reaches tail_start; else nullopt.
   std::optional<int> DroppableAt(const PrefixTree::Node* node, const State& s);
   void DropSuperseded(uint64_t state_id, int shared);
   void Unlend(int32_t seq);

@@ -68,9 +68,9 @@ struct State {
   size_t bytes = 0;    // size in its tier
   uint64_t disk_key = 0;   // kDisk only: the DiskStore entry
   int64_t last_used = 0;   // logical clock
-  // kDevice: where the reply it generated starts (0: not a request's sequence). See
-  // PrefixCache::Adopt.
-  int32_t reply_start = 0;
+  // kDevice: where the part of its tokens not worth a copy of its own begins (0: none).
+  // See PrefixCache::Adopt.
+  int32_t tail_start = 0;
 };
 
 class PrefixTree {

@@ -47,10 +47,10 @@ class SequenceLease {
   int32_t seq() const { return seq_; }
 
   // The sequence holds exactly `tokens`: the cache keeps it (PrefixCache::Adopt, where
-  // `reply_start` is explained). Holds nothing after. REQUIRES: held().
-  void Adopt(const std::string& ns, std::span<const Token> tokens, int32_t reply_start = 0) {
+  // `tail_start` is explained). Holds nothing after. REQUIRES: held().
+  void Adopt(const std::string& ns, std::span<const Token> tokens, int32_t tail_start = 0) {
     PrefixCache* cache = std::exchange(cache_, nullptr);
-    cache->Adopt(ns, seq_, tokens, reply_start);
+    cache->Adopt(ns, seq_, tokens, tail_start);
   }
   // Gives the sequence back empty; nothing when none is held. Never fails.
   void Release() {

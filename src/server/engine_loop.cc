@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cache/snapshot_policy.h"
 #include "server/context_sequence_store.h"
 #include "server/metrics.h"
 
@@ -259,11 +260,15 @@ void EngineLoop::TakeSnapshots(Slot& slot, bool first_token_out) {
   while (slot.next_snapshot < snaps.size() && snaps[slot.next_snapshot] <= static_cast<int32_t>(slot.n_prompt_done)) {
     const auto at = static_cast<size_t>(snaps[slot.next_snapshot]);
     if (at == slot.n_prompt_done && config_.prefix_cache) {
-      if (!slot.background() && at == slot.task.prompt.size() && !first_token_out) return;
+      const bool background = slot.background();
+      const auto n_prompt = static_cast<int32_t>(slot.task.prompt.size());
+      if (!first_token_out && cache::SnapshotPolicy::WaitsForFirstToken(static_cast<int32_t>(at), n_prompt, background)) {
+        return;
+      }
       const auto prefix = std::span(slot.task.prompt).subspan(0, at);
       cache_->SnapshotPartial(slot.task.cache_namespace, slot.lease.seq(), prefix);
       // Another replica may get the next turn with another reply than this one generates.
-      if (!slot.background() && static_cast<int32_t>(at) == slot.task.generation_start) {
+      if (cache::SnapshotPolicy::SharesWhole(static_cast<int32_t>(at), slot.task.generation_start, background)) {
         cache_->ShareWhenIdle(slot.task.cache_namespace, prefix);
       }
       if (static_cast<int32_t>(at) == ShadowFork(slot.task)) slot.shadow_due = true;

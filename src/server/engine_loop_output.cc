@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cache/snapshot_policy.h"
 #include "server/engine_loop.h"
 
 namespace hearth::server {
@@ -176,8 +177,8 @@ void EngineLoop::Release(Slot& slot, bool keep_in_cache) {
     history.insert(history.end(), slot.generated.begin(), slot.generated.end());
     history.resize(std::min(history.size(), static_cast<size_t>(ctx_->SeqLength(slot.lease.seq()))));
     // A request's reply starts where its shadow forks (warm-ahead renders the same).
-    const int32_t reply_start = slot.background() ? 0 : std::max(0, ShadowFork(slot.task));
-    slot.lease.Adopt(slot.task.cache_namespace, history, reply_start);
+    slot.lease.Adopt(slot.task.cache_namespace, history,
+                     cache::SnapshotPolicy::AdoptedTailStart(slot.background(), ShadowFork(slot.task)));
     HoldNewest(slot, history);
   } else {
     slot.lease.Release();

@@ -4,6 +4,8 @@
 #include <string>
 #include <variant>
 
+#include "cache/snapshot_policy.h"
+
 namespace hearth::server {
 
 api::ApiError BadRequest(std::string message, std::string param) {
@@ -114,29 +116,13 @@ std::vector<int32_t> RequestBuilder::MessageEnds(const std::vector<engine::Token
 std::vector<int32_t> RequestBuilder::SnapshotPositions(const std::vector<engine::Token>& prompt,
                                                        const std::string& generation_prompt,
                                                        bool after_tool_results) const {
-  std::vector<int32_t> out = MessageEnds(prompt);
-  const auto n = static_cast<int32_t>(prompt.size());
-  // The last message's end sits just before the generation prompt's own header: nothing
-  // but an assistant turn follows it in practice, and the generation start serves that.
-  // Each position splits the prefill in two decodes (a state exists only at a decode's
-  // end), and each decode reads all the weights once: dropping it saves one. Not after
-  // tool results in a template whose history continues the calling turn there: the next
-  // request drops the whole generation prompt, and resumes from that end. Nor where the
-  // generation start is the prompt's end (history repeats the whole generation prompt:
-  // Granite 4.0, Qwen3 thinking): the same prompt sent again (a retry, a regenerated
-  // reply) must resume before its last token, and would otherwise recompute the whole
-  // last message.
-  const int32_t generation_start = GenerationStart(prompt, generation_prompt);
-  constexpr int32_t kHeaderTokens = 4;
-  const bool keep_last_end = (after_tool_results && tool_reply_continues_turn_) || generation_start == n;
-  std::erase_if(out, [&](int32_t p) {
-    return !keep_last_end && p < generation_start && generation_start - p <= kHeaderTokens;
-  });
-  out.push_back(generation_start);
-  out.push_back(n);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  // After tool results in a template whose history continues the calling turn there,
+  // the next request drops the whole generation prompt and resumes from the last end.
+  const std::vector<int32_t> ends = MessageEnds(prompt);
+  return cache::SnapshotPolicy::RequestPositions({.n_tokens = static_cast<int32_t>(prompt.size()),
+                                                  .message_ends = ends,
+                                                  .generation_start = GenerationStart(prompt, generation_prompt),
+                                                  .resumes_at_last_end = after_tool_results && tool_reply_continues_turn_});
 }
 
 int32_t RequestBuilder::GenerationStart(const std::vector<engine::Token>& prompt,
@@ -195,7 +181,8 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
   if (request.prompt) {
     out.prompt_text = *request.prompt;
     out.task.prompt = model_.Tokenize(out.prompt_text, /*add_bos=*/true, /*parse_special=*/false);
-    out.task.snapshot_positions = {static_cast<int32_t>(out.task.prompt.size())};
+    const auto n = static_cast<int32_t>(out.task.prompt.size());
+    out.task.snapshot_positions = cache::SnapshotPolicy::RequestPositions({.n_tokens = n, .generation_start = n});
     return out;
   }
   auto rendered = RenderChat(request);
@@ -256,7 +243,7 @@ void RequestBuilder::MapCacheHints(const api::GenerationRequest& request, Genera
     }
     // The last message's end has no snapshot of its own: the generation start, a few
     // tokens on, serves it (SnapshotPositions).
-    if (task->generation_start >= end && task->generation_start - end <= 4) end = task->generation_start;
+    end = cache::SnapshotPolicy::ServingPosition(end, task->generation_start);
     auto it = std::upper_bound(snaps.begin(), snaps.end(), end);
     if (it == snaps.begin()) continue;
     task->cache_breakpoints.push_back({*std::prev(it), bp.ttl_seconds});
@@ -268,10 +255,8 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Build(const api::Genera
   if (auto* err = std::get_if<api::ApiError>(&rendered)) return *err;
   BuildResult out = std::move(std::get<BuildResult>(rendered));
   if (auto at = MovedSpansStart(request, out)) {
-    auto& snaps = out.task.snapshot_positions;
     out.task.moved_spans_start = *at;
-    snaps.insert(std::lower_bound(snaps.begin(), snaps.end(), *at), *at);
-    snaps.erase(std::unique(snaps.begin(), snaps.end()), snaps.end());
+    cache::SnapshotPolicy::AddPosition(out.task.snapshot_positions, *at);
   }
   const int n_prompt = static_cast<int>(out.task.prompt.size());
   if (n_prompt == 0) return BadRequest("the prompt is empty", "prompt");

@@ -76,7 +76,8 @@ class RequestBuilder {
   // Positions before every turn-start marker in `tokens` (the end of each message but
   // the last), ascending.
   std::vector<int32_t> MessageEnds(const std::vector<engine::Token>& tokens) const;
-  // `after_tool_results`: the last message is a tool result.
+  // `after_tool_results`: the last message is a tool result. cache::SnapshotPolicy
+  // decides which positions these are (RequestPositions).
   std::vector<int32_t> SnapshotPositions(const std::vector<engine::Token>& prompt,
                                          const std::string& generation_prompt, bool after_tool_results) const;
 

@@ -3,6 +3,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -14,25 +15,6 @@ namespace hearth::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Where another replica may have kept a state of this prompt, deepest first: its message
-// boundaries and generation start (where snapshots are taken), a few tokens past each
-// boundary (a shadow ends after the next turn's header, "<|im_start|>user\n", which every
-// next message shares), and the deepest reusable position. At most kSharedCandidates: the
-// deepest states are the ones worth a read.
-std::vector<int32_t> SharedCandidates(const GenerationTask& task, int32_t max_reuse) {
-  constexpr int32_t kHeaderTokens = 4;
-  constexpr size_t kSharedCandidates = 64;
-  std::vector<int32_t> out = {max_reuse};
-  for (int32_t p : task.snapshot_positions) {
-    for (int32_t k = 0; k <= kHeaderTokens; ++k) out.push_back(p + k);
-  }
-  std::sort(out.rbegin(), out.rend());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  std::erase_if(out, [&](int32_t p) { return p > max_reuse || p <= 0; });
-  if (out.size() > kSharedCandidates) out.resize(kSharedCandidates);
-  return out;
-}
 
 }  // namespace
 
@@ -148,14 +130,16 @@ std::optional<QueuedWarmAhead> Scheduler::PopWarmAhead() {
 cache::SequenceLease Scheduler::LeaseFor(const GenerationTask& task, std::optional<int32_t> max_resume, bool may_take_room,
                                          cache::ResumeReport& report) {
   const auto& prompt = task.prompt;
-  int32_t max_reuse = config_.prefix_cache ? static_cast<int32_t>(prompt.size()) - 1 : 0;
-  if (max_resume) max_reuse = std::min(max_reuse, *max_resume);
+  const int32_t max_depth = !config_.prefix_cache ? 0 : max_resume.value_or(INT32_MAX);
+  const cache::ResumePlan plan =
+      cache_.PlanResume(task.cache_namespace, prompt, {.kept_at = task.snapshot_positions, .max_depth = max_depth});
+  const int32_t max_reuse = plan.max_reuse;
   cache::SequenceLease lease;
   // A state another replica kept, deeper than this one's cache resumes, comes into RAM
   // first, so the lookups below resume from it.
   cache::SharedImport shared;
   if (config_.prefix_cache && cache_.has_shared()) {
-    shared = cache_.ImportShared(task.cache_namespace, prompt, SharedCandidates(task, max_reuse), max_reuse);
+    shared = cache_.ImportShared(task.cache_namespace, prompt, plan.shared_candidates, max_reuse);
     if (!shared.why.empty()) {
       std::fprintf(stderr, "hearth: shared tier: %s; resuming from this replica's cache\n", shared.why.c_str());
     }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <utility>
 
+#include "cache/snapshot_policy.h"
 #include "server/output_pipeline.h"
 
 namespace hearth::server {
@@ -32,15 +33,6 @@ bool AgreesWithHeld(const std::vector<engine::Token>& target, const std::vector<
   return std::equal(prompt.begin(), prompt.begin() + static_cast<ptrdiff_t>(in_prompt), target.begin()) &&
          std::equal(fed.begin(), fed.begin() + static_cast<ptrdiff_t>(in_fed),
                     target.begin() + static_cast<ptrdiff_t>(in_prompt));
-}
-
-// The request's last message end at or before `diverged` (0: none).
-int32_t LastMarkAtOrBefore(const std::vector<int32_t>& marks, size_t diverged) {
-  int32_t boundary = 0;
-  for (int32_t m : marks) {
-    if (m > 0 && m <= static_cast<int32_t>(diverged)) boundary = m;
-  }
-  return boundary;
 }
 
 }  // namespace
@@ -154,7 +146,11 @@ bool ShadowPrefill::Reseed(Slot& slot) {
   const auto& t = sh.target.tokens;
   const size_t diverged =
       std::min(engine::CommonPrefix(t, slot.task.prompt), static_cast<size_t>(slot.task.generation_start));
-  const int32_t boundary = LastMarkAtOrBefore(slot.task.snapshot_positions, diverged);
+  // The request's own states up to the difference, deepest first.
+  const cache::ResumePlan plan = cache_.PlanResume(
+      slot.task.cache_namespace, slot.task.prompt,
+      {.kept_at = slot.task.snapshot_positions, .max_depth = static_cast<int32_t>(diverged), .recompute_last = false});
+  const int32_t boundary = plan.kept_positions.empty() ? 0 : plan.kept_positions.front();  // the last before it
   if (ReseedAtOwnMessageEnd(slot, boundary)) return true;
   // The cache may hold more of the target: an earlier shadow of this conversation that
   // rendered the same thing (an agent's tool loop, re-rendered as it will be once a user
@@ -172,7 +168,7 @@ bool ShadowPrefill::Reseed(Slot& slot) {
     sh.fed_reasoning = sh.target.basis_reasoning;
     return true;
   }
-  return ReseedAtRequestMark(slot, diverged);
+  return ReseedAtRequestMark(slot, plan.kept_positions);
 }
 
 // This shadow's own states at message ends past `boundary`, on the new target's way (the
@@ -200,17 +196,15 @@ bool ShadowPrefill::ReseedAtOwnMessageEnd(Slot& slot, int32_t boundary) {
   return false;
 }
 
-// The request's own message end before the difference, latest first: attention KV from
+// The request's own states before the difference (`kept`, deepest first): attention KV from
 // its sequence, the recurrent part from the snapshot there. REQUIRES: the shadow holds a
 // sequence.
-bool ShadowPrefill::ReseedAtRequestMark(Slot& slot, size_t diverged) {
+bool ShadowPrefill::ReseedAtRequestMark(Slot& slot, std::span<const int32_t> kept) {
   Slot::Shadow& sh = *slot.shadow;
-  const auto& marks = slot.task.snapshot_positions;
-  for (auto it = marks.rbegin(); it != marks.rend(); ++it) {
-    if (*it > static_cast<int32_t>(diverged) || *it <= 0) continue;
-    const auto prefix = std::span(slot.task.prompt).subspan(0, static_cast<size_t>(*it));
+  for (int32_t at : kept) {
+    const auto prefix = std::span(slot.task.prompt).subspan(0, static_cast<size_t>(at));
     if (cache_.Reseed(slot.task.cache_namespace, prefix, sh.lease.seq(), slot.lease.seq()).ok()) {
-      sh.fork = *it;
+      sh.fork = at;
       sh.fed.clear();
       return true;
     }
@@ -264,8 +258,7 @@ void ShadowPrefill::RecordFed(SlotTable& slots) {
 void ShadowPrefill::KeepStateAtMessageEnd(Slot& slot) {
   Slot::Shadow& sh = *slot.shadow;
   const size_t held = static_cast<size_t>(sh.fork) + sh.fed.size();
-  const auto& ends = sh.target.message_ends;
-  if (!std::binary_search(ends.begin(), ends.end(), static_cast<int32_t>(held))) return;
+  if (!cache::SnapshotPolicy::ShadowKeepsStateAt(sh.target.message_ends, static_cast<int32_t>(held))) return;
   cache_.SnapshotPartial(slot.task.cache_namespace, sh.lease.seq(), ShadowHolds(slot));
 }
 

@@ -124,7 +124,7 @@ class ShadowPrefill {
   int UnfedTokens(Slot& slot);
   bool Reseed(Slot& slot);
   bool ReseedAtOwnMessageEnd(Slot& slot, int32_t boundary);
-  bool ReseedAtRequestMark(Slot& slot, size_t diverged);
+  bool ReseedAtRequestMark(Slot& slot, std::span<const int32_t> kept);
   void KeepStateAtMessageEnd(Slot& slot);
   void DrainRest(Slot& slot, const api::Completion& final_reply, bool cut_off, const QueuedPrefixFn& queued);
   std::optional<DrainPlan> PlanDrain(Slot& slot, const api::Completion& final_reply, bool cut_off);

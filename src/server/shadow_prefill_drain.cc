@@ -4,42 +4,13 @@
 #include <cstdint>
 #include <utility>
 
+#include "cache/snapshot_policy.h"
 #include "server/shadow_prefill.h"
 
 namespace hearth::server {
 namespace {
 
 using std::ptrdiff_t;
-
-// Where a cut-off reply's drain keeps states: each of its last kCutOffStates positions up
-// to the end of its content, past `done` (the client may have read a piece or two less
-// than was delivered). `uncertain` is where those positions begin.
-struct CutOffStates {
-  size_t uncertain = SIZE_MAX;
-  std::vector<size_t> positions;
-};
-CutOffStates PlanCutOffStates(size_t content_end, size_t done) {
-  constexpr size_t kCutOffStates = 8;
-  CutOffStates out;
-  if (content_end == 0) return out;
-  out.uncertain = content_end > kCutOffStates ? content_end - kCutOffStates : 1;
-  for (size_t p = out.uncertain; p <= content_end; ++p) {
-    if (p > done) out.positions.push_back(p);
-  }
-  return out;
-}
-
-// Where the drain keeps states on its way to `end`: the target's message ends past
-// `done`, and `end` itself.
-void AddMessageEndStates(const std::vector<int32_t>& message_ends, size_t done, size_t end,
-                         std::vector<size_t>& states) {
-  for (int32_t p : message_ends) {
-    if (static_cast<size_t>(p) > done) states.push_back(static_cast<size_t>(p));
-  }
-  states.push_back(end);
-  std::sort(states.begin(), states.end());
-  states.erase(std::unique(states.begin(), states.end()), states.end());
-}
 
 }  // namespace
 
@@ -71,6 +42,7 @@ std::optional<ShadowPrefill::DrainPlan> ShadowPrefill::PlanDrain(Slot& slot, con
   if (unfed < 0) return std::nullopt;
   const size_t done = static_cast<size_t>(sh.fork) + sh.fed.size();
   DrainPlan plan;
+  std::optional<int32_t> cut_content_end;  // a cut reply's content end, when the drain continues it
   const auto tokenize = [this](const std::string& text) {
     return model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
   };
@@ -81,16 +53,18 @@ std::optional<ShadowPrefill::DrainPlan> ShadowPrefill::PlanDrain(Slot& slot, con
     sh.target.basis_content = final_reply.content;
     sh.target.basis_reasoning = final_reply.reasoning;
     unfed = sh.unfed = static_cast<int>(sh.target.tokens.size() - done);
-    if (cut_off) {
-      CutOffStates states = PlanCutOffStates(final_tokens->content_end, done);
-      plan.uncertain = states.uncertain;
-      plan.states = std::move(states.positions);
+    if (cut_off && final_tokens->content_end > 0) {
+      cut_content_end = static_cast<int32_t>(final_tokens->content_end);
+      plan.uncertain = static_cast<size_t>(cache::SnapshotPolicy::FirstCutOffState(*cut_content_end));
     }
     cut_off = false;
   }
   if (unfed <= 0 || cut_off) return std::nullopt;
   plan.end = done + static_cast<size_t>(std::min({unfed, kMaxDrain, options_.n_batch}));
-  AddMessageEndStates(sh.target.message_ends, done, plan.end, plan.states);
+  for (int32_t p : cache::SnapshotPolicy::ShadowDrainStates(sh.target.message_ends, static_cast<int32_t>(done),
+                                                            static_cast<int32_t>(plan.end), cut_content_end)) {
+    plan.states.push_back(static_cast<size_t>(p));
+  }
   return plan;
 }
 

@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <functional>
 
+#include "cache/snapshot_policy.h"
+
 namespace hearth::server {
 namespace {
 
 constexpr size_t kMaxPendingJobs = 8;
-// A reply cut off mid-stream comes back as what the client read, which may end a few
-// tokens before what the server sent: snapshot each of the reply's last positions.
-constexpr int32_t kCutOffSnapshots = 8;
 
 // Whether this client sends reasoning back with past assistant turns: Anthropic clients
 // return thinking blocks; OpenAI clients usually drop reasoning_content, unless this
@@ -247,10 +246,7 @@ std::optional<WarmAheadTask> PlanWarmAhead(const RequestBuilder& builder, const 
   if (common < 2) return std::nullopt;
   WarmAheadTask task;
   task.prompt.assign(ta.prompt.begin(), ta.prompt.begin() + static_cast<std::ptrdiff_t>(common));
-  for (int32_t p : ta.snapshot_positions) {
-    if (p < static_cast<int32_t>(common)) task.snapshot_positions.push_back(p);
-  }
-  task.snapshot_positions.push_back(static_cast<int32_t>(common));
+  std::optional<int32_t> cut_content_end;
   if (reply.finish_reason == api::FinishReason::kCancelled && !reply.content.empty()) {
     // Where the reply's content ends in token space: the renders with and without one
     // more character part there.
@@ -259,14 +255,15 @@ std::optional<WarmAheadTask> PlanWarmAhead(const RequestBuilder& builder, const 
     auto c = builder.Render(NextRequest(request, longer, kPlaceholder));
     if (std::holds_alternative<BuildResult>(c)) {
       const auto& tc = std::get<BuildResult>(c).task.prompt;
-      const auto end = static_cast<int32_t>(CommonPrefix(tc, ta.prompt));
-      for (int32_t p = std::max<int32_t>(1, end - kCutOffSnapshots); p <= end; ++p) task.snapshot_positions.push_back(p);
-      task.max_resume = std::max<int32_t>(1, end - kCutOffSnapshots);
-      std::sort(task.snapshot_positions.begin(), task.snapshot_positions.end());
-      task.snapshot_positions.erase(std::unique(task.snapshot_positions.begin(), task.snapshot_positions.end()),
-                                    task.snapshot_positions.end());
+      cut_content_end = static_cast<int32_t>(CommonPrefix(tc, ta.prompt));
     }
   }
+  // A reply cut off mid-stream comes back as what the client read, which may end a few
+  // tokens before what the server sent: each of its last positions keeps a state.
+  auto kept =
+      cache::SnapshotPolicy::WarmAheadPositions(ta.snapshot_positions, static_cast<int32_t>(common), cut_content_end);
+  task.snapshot_positions = std::move(kept.positions);
+  task.max_resume = kept.max_resume;
   task.cache_namespace = builder.CacheNamespace(request.cache_salt);
   return task;
 }
