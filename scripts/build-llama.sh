@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds llama.cpp (libllama, ggml, llama-common and the llama-server / llama-cli /
-# llama-bench tools used for comparison) from the source that the npm package
+# llama-bench / llama-batched-bench tools used for comparison) from the source that the npm package
 # node-llama-cpp ships as a git bundle. The result lives outside the repository, keyed by
 # version and backend, so only the first build on a machine pays for it.
 #
@@ -36,7 +36,7 @@ prefix=$(llama_prefix "$cache" "$NLC_VERSION" "$backend")
 backend_cmake_flags "$backend"
 
 # What to build; the stamp records it, so adding a target here rebuilds incrementally.
-targets=(llama llama-common cpp-httplib llama-server llama-cli llama-completion llama-bench)
+targets=(llama llama-common cpp-httplib llama-server llama-cli llama-completion llama-bench llama-batched-bench)
 if [[ ${HEARTH_RPC:-0} == 1 ]]; then targets+=(ggml-rpc-server); fi
 case $mode in
   print-prefix) echo "$prefix"; exit 0 ;;
