@@ -100,7 +100,7 @@ dry=$(HEARTH_BACKEND='' HEARTH_RPC=1 HEARTH_CACHE=$cache PATH="$work/mac:$PATH" 
 expect "dry run" "$dry" "backend: metal
 prefix: $cache/llama-3.21.1-metal-rpc
 cmake flags: -DGGML_METAL=ON -DGGML_RPC=ON
-targets: llama llama-common cpp-httplib llama-server llama-cli llama-completion llama-bench ggml-rpc-server"
+targets: llama llama-common cpp-httplib llama-server llama-cli llama-completion llama-bench llama-batched-bench ggml-rpc-server"
 expect "print prefix" "$(HEARTH_BACKEND=cpu HEARTH_RPC=0 HEARTH_CACHE=$cache bash "$root/scripts/build-llama.sh" --print-prefix)" \
   "$cache/llama-3.21.1-cpu"
 expect "nothing built" "$(ls -A "$work/cache" 2>/dev/null)" ""
