@@ -4,6 +4,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "common.h"  // llama.cpp's common library: common_cpu_get_num_math()
 
@@ -33,6 +34,25 @@ std::string Joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// Whether the CPU backend offers ggml's AMX buffer type (an Intel CPU with AMX, a build with
+// it compiled in). Its matrix product for F16 weights is wrong when sequences are batched:
+// on a Sapphire Rapids CPU at llama.cpp 3.21.1 the logits of three sequences decoded
+// together differed from each decoded alone by up to 19 (ContextTest.
+// BatchedSequencesMatchEachAlone and six more tests failed); with the extra buffer types off
+// they match. So on such a CPU hearth loads no weights into extra buffer types (AMX, and
+// the repacked CPU layouts with it) until that is fixed upstream.
+bool CpuOffersAmx() {
+  ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+  if (cpu == nullptr) return false;
+  auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+      ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(cpu), "ggml_backend_dev_get_extra_bufts"));
+  if (get_extra == nullptr) return false;
+  for (ggml_backend_buffer_type_t* b = get_extra(cpu); b != nullptr && *b != nullptr; ++b) {
+    if (std::string_view(ggml_backend_buft_name(*b)) == "AMX") return true;
+  }
+  return false;
 }
 
 // Devices a model can offload to (CPU excluded, as llama-server's --list-devices).
@@ -154,6 +174,7 @@ StatusOr<std::unique_ptr<LlamaModelSetup>> LlamaModelParams(const ModelOptions& 
   auto setup = std::make_unique<LlamaModelSetup>();
   llama_model_params& mp = setup->params;
   mp = llama_model_default_params();
+  mp.use_extra_bufts = !CpuOffersAmx();
   mp.n_gpu_layers = options.n_gpu_layers;
   if (!options.use_mmap) mp.load_mode = options.use_mlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE;
   else if (options.use_mlock) mp.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
