@@ -34,8 +34,12 @@ cache=${HEARTH_CACHE:-$HOME/.cache/hearth}
 jobs=${HEARTH_JOBS:-$(cpu_count)}
 prefix=$(llama_prefix "$cache" "$NLC_VERSION" "$backend")
 backend_cmake_flags "$backend"
+cpu_precision_flags "$(cpu_features)"
+# (the guard keeps an empty array from tripping set -u in the Bash 3.2 of macOS)
+cmake_flags=("${backend_flags[@]}" ${precision_flags[@]+"${precision_flags[@]}"})
 
-# What to build; the stamp records it, so adding a target here rebuilds incrementally.
+# What to build; the stamp records it with the CMake flags, so adding a target here rebuilds
+# incrementally and changing a flag configures the build again.
 targets=(llama llama-common cpp-httplib llama-server llama-cli llama-completion llama-bench llama-batched-bench)
 if [[ ${HEARTH_RPC:-0} == 1 ]]; then targets+=(ggml-rpc-server); fi
 case $mode in
@@ -43,13 +47,14 @@ case $mode in
   dry-run)
     echo "backend: $backend"
     echo "prefix: $prefix"
-    echo "cmake flags: ${backend_flags[*]}"
+    echo "cmake flags: ${cmake_flags[*]}"
     echo "targets: ${targets[*]}"
     exit 0
     ;;
 esac
 stamp="$prefix/.built"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "${targets[*]}" ]]; then
+built="${targets[*]} | ${cmake_flags[*]}"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$built" ]]; then
   echo "$prefix"
   exit 0
 fi
@@ -70,7 +75,8 @@ if [[ ! -f "$prefix/src/CMakeLists.txt" ]]; then
   mv "$prefix/src.tmp" "$prefix/src"
 fi
 
-if [[ ! -f "$prefix/build/CMakeCache.txt" ]]; then
+configured="$prefix/.configured"
+if [[ ! -f "$prefix/build/CMakeCache.txt" || "$(cat "$configured" 2>/dev/null)" != "${cmake_flags[*]}" ]]; then
   log "configuring llama.cpp ($backend) in $prefix/build"
   cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
@@ -78,8 +84,9 @@ if [[ ! -f "$prefix/build/CMakeCache.txt" ]]; then
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_TOOLS_INSTALL=OFF -DLLAMA_ALL_WARNINGS=OFF \
-    "${backend_flags[@]}" >"$prefix/configure.log" 2>&1 \
+    "${cmake_flags[@]}" >"$prefix/configure.log" 2>&1 \
     || { log "configure failed, see $prefix/configure.log"; rm -f "$prefix/build/CMakeCache.txt"; exit 1; }
+  echo "${cmake_flags[*]}" >"$configured"
 fi
 
 log "building with $jobs jobs (first time only; takes a while on few cores)"
@@ -88,5 +95,5 @@ cmake --build "$prefix/build" -j "$jobs" \
   >"$prefix/build.log" 2>&1 \
   || { log "build failed, see $prefix/build.log"; tail -20 "$prefix/build.log" >&2; exit 1; }
 
-echo "${targets[*]}" >"$stamp"
+echo "$built" >"$stamp"
 echo "$prefix"

@@ -70,3 +70,20 @@ backend_cmake_flags() {
   # machines running its ggml-rpc-server.
   if [[ ${HEARTH_RPC:-0} == 1 ]]; then backend_flags+=(-DGGML_RPC=ON); fi
 }
+
+# cpu_precision_flags FEATURES: sets the array precision_flags to the CMake flags that keep
+# ggml's F16 dot products in F32 on a CPU with these feature flags (cpu_features in
+# scripts/lib/host.sh). With -march=native on an x86 CPU with AVX512-FP16 (Sapphire Rapids
+# and later), ggml_vec_dot_f16 adds up in half precision (ggml-cpu/simd-mappings.h, under
+# __AVX512FP16__). That is the path of every one-row F16 matrix product, so of a sequence
+# decoded alone, while two rows or more go through llamafile's sgemm, which adds up in F32:
+# the same tokens then gave logits about 1e-3 of their scale apart depending on how they
+# were batched, and a warm resume did not equal a cold one. An explicit -mno-avx512fp16
+# wins over -march=native in GCC and Clang.
+# shellcheck disable=SC2034  # precision_flags is read by the caller
+cpu_precision_flags() {
+  precision_flags=()
+  case " $1 " in
+    *" avx512_fp16 "*) precision_flags=(-DCMAKE_C_FLAGS=-mno-avx512fp16 -DCMAKE_CXX_FLAGS=-mno-avx512fp16) ;;
+  esac
+}

@@ -31,3 +31,14 @@ rss_kib() {
 cpu_count() {
   nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2
 }
+
+# cpu_features: the CPU's feature flags, lowercase, separated by spaces: the first "flags"
+# line of /proc/cpuinfo on Linux ("avx2 avx512f avx512_fp16 ..."), sysctl's machdep.cpu
+# features on an Intel Mac, nothing on Apple Silicon.
+cpu_features() {
+  if [[ $(uname -s) == Linux ]]; then
+    sed -n 's/^flags[[:space:]]*: //p' /proc/cpuinfo | head -1
+  else
+    sysctl -n machdep.cpu.features machdep.cpu.leaf7_features 2>/dev/null | tr 'A-Z\n' 'a-z '
+  fi
+}

@@ -88,6 +88,14 @@ expect "CPU flags" "$(backend_cmake_flags cpu; echo "${backend_flags[*]}")" "-DG
 expect "Metal flags with RPC" "$(HEARTH_RPC=1; backend_cmake_flags metal; echo "${backend_flags[*]}")" \
   "-DGGML_METAL=ON -DGGML_RPC=ON"
 
+# Precision: on an x86 CPU with AVX512-FP16, ggml is built without it (its F16 dot product
+# would add up in half precision); elsewhere nothing is added.
+precision() { cpu_precision_flags "$1"; echo "${precision_flags[*]}"; }
+expect "x86 with AVX512-FP16" "$(precision "fpu sse2 avx2 avx512f avx512_fp16")" \
+  "-DCMAKE_C_FLAGS=-mno-avx512fp16 -DCMAKE_CXX_FLAGS=-mno-avx512fp16"
+expect "x86 with AVX-512, no FP16" "$(precision "fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni")" ""
+expect "Apple Silicon (no features)" "$(precision "")" ""
+
 # Prefixes: one per backend and RPC switch; the CPU one keeps its name, so an existing
 # build is reused.
 expect "CPU prefix" "$(HEARTH_RPC=0 llama_prefix /c 3.21.1 cpu)" /c/llama-3.21.1-cpu
