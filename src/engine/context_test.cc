@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string_view>
 
 #include "testing/test_env.h"
@@ -12,14 +11,7 @@
 namespace hearth::engine {
 namespace {
 
-std::vector<Token> SomeTokens(const Model& m, int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<Token> dist(100, 50000);
-  std::vector<Token> t(static_cast<size_t>(n));
-  for (auto& x : t) x = dist(rng);
-  (void)m;
-  return t;
-}
+using testing::RandomTokens;
 
 std::vector<float> Copy(std::span<const float> s) { return {s.begin(), s.end()}; }
 
@@ -63,7 +55,7 @@ class ContextTest : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(ContextTest, ChunkedPrefillMatchesOneBatch) {
-  auto tokens = SomeTokens(*model_, 120, 1);
+  auto tokens = RandomTokens(120, 1);
   auto whole = Cold(0, tokens, 128);
   for (int chunk : {1, 7, 32, 64}) {
     EXPECT_TRUE(LogitsClose(whole, Cold(1, tokens, chunk))) << "chunk " << chunk;
@@ -72,7 +64,7 @@ TEST_P(ContextTest, ChunkedPrefillMatchesOneBatch) {
 }
 
 TEST_P(ContextTest, FullStateSaveRestoreReproducesLogits) {
-  auto prefix = SomeTokens(*model_, 50, 2), more = SomeTokens(*model_, 9, 3);
+  auto prefix = RandomTokens(50, 2), more = RandomTokens(9, 3);
   Cold(0, prefix);
   auto saved = ctx_->SaveState(0, StatePart::kAll);
   ASSERT_TRUE(saved.ok());
@@ -87,7 +79,7 @@ TEST_P(ContextTest, FullStateSaveRestoreReproducesLogits) {
 }
 
 TEST_P(ContextTest, PartialStateRestorePlusTrimReproducesLogits) {
-  auto prefix = SomeTokens(*model_, 40, 4), more = SomeTokens(*model_, 12, 5);
+  auto prefix = RandomTokens(40, 4), more = RandomTokens(12, 5);
   Cold(0, prefix);
   auto partial = ctx_->SaveState(0, StatePart::kPartialOnly);
   ASSERT_TRUE(partial.ok());
@@ -107,7 +99,7 @@ TEST_P(ContextTest, PartialStateRestorePlusTrimReproducesLogits) {
 // A save into the spare buffer (PrepareSpareState) gives the bytes a fresh one does, and
 // a state that does not fit the spare's size is saved whole anyway.
 TEST_P(ContextTest, SavesIntoTheSpareBufferAreTheSame) {
-  Cold(0, SomeTokens(*model_, 30, 9));
+  Cold(0, RandomTokens(30, 9));
   auto fresh = ctx_->SaveState(0, StatePart::kPartialOnly);
   ASSERT_TRUE(fresh.ok());
   ctx_->PrepareSpareState();
@@ -124,7 +116,7 @@ TEST_P(ContextTest, SavesIntoTheSpareBufferAreTheSame) {
 }
 
 TEST_P(ContextTest, CopiedSequencesDivergeIndependently) {
-  auto prefix = SomeTokens(*model_, 30, 6), a = SomeTokens(*model_, 8, 7), b = SomeTokens(*model_, 8, 8);
+  auto prefix = RandomTokens(30, 6), a = RandomTokens(8, 7), b = RandomTokens(8, 8);
   Cold(0, prefix);
   ctx_->CopySeq(0, 1);
   EXPECT_EQ(ctx_->SeqLength(1), 30);
@@ -138,8 +130,8 @@ TEST_P(ContextTest, CopiedSequencesDivergeIndependently) {
 }
 
 TEST_P(ContextTest, BatchedSequencesMatchEachAlone) {
-  std::vector<std::vector<Token>> prompts = {SomeTokens(*model_, 20, 9), SomeTokens(*model_, 33, 10),
-                                             SomeTokens(*model_, 5, 11)};
+  std::vector<std::vector<Token>> prompts = {RandomTokens(20, 9), RandomTokens(33, 10),
+                                             RandomTokens(5, 11)};
   std::vector<std::vector<float>> alone;
   for (size_t i = 0; i < prompts.size(); ++i) alone.push_back(Cold(static_cast<SeqId>(i), prompts[i]));
   for (size_t i = 0; i < prompts.size(); ++i) ctx_->ClearSeq(static_cast<SeqId>(i));
@@ -155,7 +147,7 @@ TEST_P(ContextTest, BatchedSequencesMatchEachAlone) {
     EXPECT_TRUE(LogitsClose(alone[i], Copy(ctx_->Logits(last[i])))) << "sequence " << i;
   }
   // One decode step for all three at once, as the server's loop does.
-  std::vector<Token> next = SomeTokens(*model_, 3, 12);
+  std::vector<Token> next = RandomTokens(3, 12);
   batch.Clear();
   for (size_t i = 0; i < prompts.size(); ++i) {
     last[i] = batch.Add(next[i], ctx_->SeqLength(static_cast<SeqId>(i)), static_cast<SeqId>(i), true);
@@ -171,7 +163,7 @@ TEST_P(ContextTest, BatchedSequencesMatchEachAlone) {
 }
 
 TEST_P(ContextTest, TrimmingBackIsRefusedOnlyForRecurrentState) {
-  auto tokens = SomeTokens(*model_, 30, 13);
+  auto tokens = RandomTokens(30, 13);
   Cold(0, tokens);
   Status s = ctx_->TruncateSeq(0, 20);
   if (model_->info().has_recurrent) {
@@ -180,7 +172,7 @@ TEST_P(ContextTest, TrimmingBackIsRefusedOnlyForRecurrentState) {
   } else {
     ASSERT_TRUE(s.ok());
     EXPECT_EQ(ctx_->SeqLength(0), 20);
-    std::vector<Token> more = SomeTokens(*model_, 4, 14);
+    std::vector<Token> more = RandomTokens(4, 14);
     auto warm = Continue(0, more);
     std::vector<Token> full(tokens.begin(), tokens.begin() + 20);
     full.insert(full.end(), more.begin(), more.end());
@@ -189,7 +181,7 @@ TEST_P(ContextTest, TrimmingBackIsRefusedOnlyForRecurrentState) {
 }
 
 TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
-  Cold(0, SomeTokens(*model_, 10, 15));
+  Cold(0, RandomTokens(10, 15));
   Batch b;
   b.Add(model_->info().n_vocab + 3, 10, 0, true);
   EXPECT_EQ(ctx_->Decode(b).code(), StatusCode::kInvalidArgument);
@@ -210,7 +202,7 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
 
   // Longer than the context: refused with the numbers, earlier chunks kept.
   ctx_->ClearSeq(0);
-  Status s = ctx_->Prefill(1, SomeTokens(*model_, 1100, 16), 0, true);
+  Status s = ctx_->Prefill(1, RandomTokens(1100, 16), 0, true);
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.ToString();
   EXPECT_NE(s.message().find("1024"), std::string::npos);
   EXPECT_EQ(ctx_->SeqLength(1), 1024);
@@ -222,11 +214,11 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
   EXPECT_EQ(ctx_->SeqLength(2), 0);
 
   // A good state with no free cells for it: told apart from bytes that do not fit.
-  ASSERT_TRUE(ctx_->Prefill(0, SomeTokens(*model_, 600, 18), 0, false).ok());
+  ASSERT_TRUE(ctx_->Prefill(0, RandomTokens(600, 18), 0, false).ok());
   auto saved = ctx_->SaveState(0, StatePart::kAll);
   ASSERT_TRUE(saved.ok());
   ctx_->ClearSeq(0);
-  ASSERT_TRUE(ctx_->Prefill(1, SomeTokens(*model_, 600, 19), 0, false).ok());
+  ASSERT_TRUE(ctx_->Prefill(1, RandomTokens(600, 19), 0, false).ok());
   // The caller makes room and retries: llama.cpp's complaint is held, not printed.
   ::testing::internal::CaptureStderr();
   const Status no_room = ctx_->RestoreState(0, *saved, StatePart::kAll);
@@ -240,7 +232,7 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
   ctx_->ClearSeq(0);
 
   // And the context still works.
-  auto tokens = SomeTokens(*model_, 10, 17);
+  auto tokens = RandomTokens(10, 17);
   EXPECT_TRUE(LogitsClose(Cold(3, tokens), Cold(0, tokens)));
 }
 
@@ -269,13 +261,13 @@ class SlidingWindowContextTest : public ContextTest {
 // up): trimming back past what it still holds is refused (and changes nothing), as a
 // recurrent trim is; within what it holds the trim works.
 TEST_P(SlidingWindowContextTest, TrimmingPastTheWindowIsRefused) {
-  auto tokens = SomeTokens(*model_, 400, 15);
+  auto tokens = RandomTokens(400, 15);
   Cold(0, tokens);
   Status s = ctx_->TruncateSeq(0, 150);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
   EXPECT_EQ(ctx_->SeqLength(0), 400);
   ASSERT_TRUE(ctx_->TruncateSeq(0, 380).ok());
-  std::vector<Token> more = SomeTokens(*model_, 4, 16);
+  std::vector<Token> more = RandomTokens(4, 16);
   auto warm = Continue(0, more);
   std::vector<Token> full(tokens.begin(), tokens.begin() + 380);
   full.insert(full.end(), more.begin(), more.end());
@@ -285,9 +277,9 @@ TEST_P(SlidingWindowContextTest, TrimmingPastTheWindowIsRefused) {
 // The partial state of a sliding-window model is the window's KV: its size stops growing
 // once the sequence is longer than the window, and it is what a 50-position resume needs.
 TEST_P(SlidingWindowContextTest, PartialStateIsTheWindowsKv) {
-  Cold(0, SomeTokens(*model_, 40, 17));
+  Cold(0, RandomTokens(40, 17));
   const size_t at_40 = ctx_->StateSize(0, StatePart::kPartialOnly);
-  Cold(0, SomeTokens(*model_, 200, 17));
+  Cold(0, RandomTokens(200, 17));
   const size_t at_200 = ctx_->StateSize(0, StatePart::kPartialOnly);
   EXPECT_EQ(at_40, at_200);
   // The sliding layers' 32 cells of K and V; plus per-cell metadata.

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "cache/disk_store.h"
 #include "cache/prefix_cache.h"
@@ -28,19 +27,8 @@ namespace {
 using engine::Token;
 using testing::FileFault;
 using testing::StoreFault;
-
-std::vector<Token> Tokens(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<Token> d(100, 50000);
-  std::vector<Token> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
-
-std::vector<Token> Cat(std::vector<Token> a, const std::vector<Token>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using testing::RandomTokens;
+using testing::Concat;
 
 enum class Where { kDevice, kRam, kDisk };
 
@@ -114,7 +102,7 @@ class FaultInjectionTest : public ::testing::Test {
     if (!reply.empty()) {
       ASSERT_TRUE(ctx_->Prefill(seq, reply, 0, false).ok());
     }
-    cache_->Adopt("ns", seq, Cat(prompt, reply));
+    cache_->Adopt("ns", seq, Concat(prompt, reply));
     if (disk_) disk_->Flush();  // reads then come from files, where the faults are
     ASSERT_EQ(cache_->CheckInvariants(), "");
     EXPECT_TRUE(Close(Cold(prompt), warm)) << "reused " << report_.n_reused;
@@ -137,11 +125,11 @@ class FaultInjectionTest : public ::testing::Test {
     Turn(c_);
   }
   // A's follow-up: the whole of A, its reply and a new message.
-  std::vector<Token> FollowUp() const { return Cat(Cat(a_, reply_), Tokens(12, 9)); }
+  std::vector<Token> FollowUp() const { return Concat(Concat(a_, reply_), RandomTokens(12, 9)); }
   // B's follow-up.
-  std::vector<Token> FollowUpB() const { return Cat(b_, Tokens(12, 10)); }
+  std::vector<Token> FollowUpB() const { return Concat(b_, RandomTokens(12, 10)); }
   // A fork of the system prompt.
-  std::vector<Token> Fork() const { return Cat(system_, Tokens(20, 11)); }
+  std::vector<Token> Fork() const { return Concat(system_, RandomTokens(20, 11)); }
 
   size_t FilesIn(const std::string& dir) const {
     size_t n = 0;
@@ -172,11 +160,11 @@ class FaultInjectionTest : public ::testing::Test {
   int cold_seq_ = 0;
   cache::ResumeReport report_;
 
-  const std::vector<Token> system_ = Tokens(kSystem, 1);
-  const std::vector<Token> a_ = Cat(system_, Tokens(40, 2));
-  const std::vector<Token> reply_ = Tokens(8, 3);
-  const std::vector<Token> b_ = Cat(system_, Tokens(40, 4));
-  const std::vector<Token> c_ = Cat(system_, Tokens(40, 5));
+  const std::vector<Token> system_ = RandomTokens(kSystem, 1);
+  const std::vector<Token> a_ = Concat(system_, RandomTokens(40, 2));
+  const std::vector<Token> reply_ = RandomTokens(8, 3);
+  const std::vector<Token> b_ = Concat(system_, RandomTokens(40, 4));
+  const std::vector<Token> c_ = Concat(system_, RandomTokens(40, 5));
 };
 
 // ---- Device: the states are idle context sequences.
@@ -308,7 +296,7 @@ TEST_F(FaultInjectionTest, DiskFileTruncatedOrFlippedIsQuarantinedAndRecomputed)
     std::filesystem::remove_all(dir_);
     Start(Where::kDisk);
     Branch();
-    const std::string a_file = StateFileHolding(Cat(a_, reply_));
+    const std::string a_file = StateFileHolding(Concat(a_, reply_));
     ASSERT_FALSE(a_file.empty()) << "A's state went to disk";
     testing::FaultyFileSystem::Damage(a_file, f);
     Turn(FollowUp());

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "server/context_sequence_store.h"
@@ -16,14 +15,7 @@ namespace hearth::server {
 namespace {
 
 using engine::Token;
-
-std::vector<Token> Tokens(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<Token> d(100, 50000);
-  std::vector<Token> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
+using testing::RandomTokens;
 
 constexpr int kPrompt = 40;  // the request's prompt; its reply (and the shadow) forks at its end
 
@@ -68,7 +60,7 @@ class ShadowPrefillTest : public ::testing::Test {
   // whose reply streamed `reply` so far.
   std::unique_ptr<Slot> Request(uint32_t seed, const std::string& reply = "Hello there, friend. ") {
     auto slot = std::make_unique<Slot>();
-    slot->task.prompt = Tokens(kPrompt, seed);
+    slot->task.prompt = RandomTokens(kPrompt, seed);
     slot->task.cache_namespace = "ns";
     slot->task.generation_start = kPrompt;
     slot->task.snapshot_positions = {20, kPrompt};
@@ -95,7 +87,7 @@ class ShadowPrefillTest : public ::testing::Test {
   static ShadowTarget Target(const Slot& slot, size_t keep, int n_reply, const std::string& basis) {
     ShadowTarget t;
     t.tokens.assign(slot.task.prompt.begin(), slot.task.prompt.begin() + static_cast<std::ptrdiff_t>(keep));
-    const std::vector<Token> reply = Tokens(n_reply, 99);
+    const std::vector<Token> reply = RandomTokens(n_reply, 99);
     t.tokens.insert(t.tokens.end(), reply.begin(), reply.end());
     t.basis_content = basis;
     return t;

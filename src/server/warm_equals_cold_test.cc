@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "cache/disk_store.h"
 #include "cache/redis_store.h"
@@ -22,19 +21,8 @@ namespace hearth::server {
 namespace {
 
 using engine::Token;
-
-std::vector<Token> Tokens(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<Token> d(100, 50000);
-  std::vector<Token> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
-
-std::vector<Token> Cat(std::vector<Token> a, const std::vector<Token>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using testing::RandomTokens;
+using testing::Concat;
 
 class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
  protected:
@@ -102,7 +90,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
     if (!reply.empty()) {
       EXPECT_TRUE(ctx_->Prefill(seq, reply, 0, false).ok());
     }
-    cache_->Adopt("ns", seq, Cat(prompt, reply));
+    cache_->Adopt("ns", seq, Concat(prompt, reply));
     EXPECT_EQ(cache_->CheckInvariants(), "");
     last_report_ = lease->report;
     return {logits, lease->report.n_reused};
@@ -130,15 +118,15 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
 
 TEST_P(WarmEqualsColdTest, ResumeFromTheDevice) {
   Start(3, 64u << 20);
-  const auto p1 = Tokens(120, 1), r1 = Tokens(15, 2);
+  const auto p1 = RandomTokens(120, 1), r1 = RandomTokens(15, 2);
   Turn(p1, r1, {40, 80});
   // A plain follow-up (the whole history) and a divergence at 100 (the template trap).
-  const auto p2 = Cat(Cat(p1, r1), Tokens(30, 3));
+  const auto p2 = Concat(Concat(p1, r1), RandomTokens(30, 3));
   auto [warm, reused] = Turn(p2, {}, {});
   EXPECT_EQ(reused, 135);
   EXPECT_EQ(last_report_.restored_bytes, 0u) << "a device sequence is handed over, nothing read back";
   EXPECT_TRUE(Close(Cold(p2), warm));
-  const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 100), Tokens(25, 4));
+  const auto p3 = Concat(std::vector<Token>(p1.begin(), p1.begin() + 100), RandomTokens(25, 4));
   auto [warm3, reused3] = Turn(p3, {}, {});
   EXPECT_EQ(reused3, needs_partial_ ? 80 : 100);
   EXPECT_TRUE(Close(Cold(p3), warm3));
@@ -146,11 +134,11 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheDevice) {
 
 TEST_P(WarmEqualsColdTest, ResumeFromRam) {
   Start(1, 256u << 20);  // one sequence: each new conversation moves the last to RAM
-  const auto p1 = Tokens(100, 5), r1 = Tokens(10, 6);
+  const auto p1 = RandomTokens(100, 5), r1 = RandomTokens(10, 6);
   Turn(p1, r1, {50});
-  Turn(Tokens(60, 7), {}, {});
+  Turn(RandomTokens(60, 7), {}, {});
   ASSERT_GT(cache_->stats().bytes_ram, 0u);
-  const auto p2 = Cat(Cat(p1, r1), Tokens(20, 8));
+  const auto p2 = Concat(Concat(p1, r1), RandomTokens(20, 8));
   auto [warm, reused] = Turn(p2, {}, {});
   EXPECT_EQ(reused, 110);
   EXPECT_EQ(cache_->stats().hits_ram, 1);
@@ -161,19 +149,19 @@ TEST_P(WarmEqualsColdTest, ResumeFromRam) {
 TEST_P(WarmEqualsColdTest, ResumeFromDiskAfterARestart) {
   const std::string dir = testing::MakeTempDir() + "/disk";
   Start(1, 1, dir);  // no RAM: states go straight to disk
-  const auto p1 = Tokens(100, 9), r1 = Tokens(10, 10);
+  const auto p1 = RandomTokens(100, 9), r1 = RandomTokens(10, 10);
   Turn(p1, r1, {50});
-  Turn(Tokens(60, 11), {}, {});
+  Turn(RandomTokens(60, 11), {}, {});
   ASSERT_GT(disk_->bytes(), 0u);
   Start(1, 1, dir);  // restart: new context, new cache, same directory
-  const auto p2 = Cat(Cat(p1, r1), Tokens(20, 12));
+  const auto p2 = Concat(Concat(p1, r1), RandomTokens(20, 12));
   auto [warm, reused] = Turn(p2, {}, {});
   EXPECT_EQ(reused, 110);
   EXPECT_EQ(cache_->stats().hits_disk, 1);
   EXPECT_GT(last_report_.restored_bytes, 0u);
   EXPECT_TRUE(Close(Cold(p2), warm));
   // The partial snapshot at 50 serves a divergence after it, from disk too.
-  const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 70), Tokens(20, 13));
+  const auto p3 = Concat(std::vector<Token>(p1.begin(), p1.begin() + 70), RandomTokens(20, 13));
   auto [warm3, reused3] = Turn(p3, {}, {});
   EXPECT_EQ(reused3, needs_partial_ ? 50 : 70);
   EXPECT_TRUE(Close(Cold(p3), warm3));
@@ -193,14 +181,14 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
     Start(2, 64u << 20);
   };
   replica();
-  const auto p1 = Tokens(100, 14), r1 = Tokens(10, 15);
+  const auto p1 = RandomTokens(100, 14), r1 = RandomTokens(10, 15);
   Turn(p1, r1, {50});
   // The reply's end, and (where a partial state marks it) the snapshot at 50 made whole.
   cache_->ShareWhenIdle("ns", std::span(p1).subspan(0, 50));
   ASSERT_EQ(cache_->ShareBehind([] { return false; }), needs_partial_ ? 2 : 1);
   ASSERT_TRUE(shared_->Flush(10000));
   replica();  // another replica: its own context and cache, the same Redis
-  const auto p2 = Cat(Cat(p1, r1), Tokens(20, 16));
+  const auto p2 = Concat(Concat(p1, r1), RandomTokens(20, 16));
   const cache::SharedImport got =
       cache_->ImportShared("ns", p2, std::vector<int32_t>{50, 110, 130}, static_cast<int32_t>(p2.size()) - 1);
   EXPECT_EQ(got.depth, 110);
@@ -212,7 +200,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
   // A third replica, for a prompt that leaves the first one's at 70: it resumes from the
   // whole state built at 50 out of the partial snapshot and the sequence's KV.
   replica();
-  const auto p3 = Cat(std::vector<Token>(p1.begin(), p1.begin() + 70), Tokens(20, 17));
+  const auto p3 = Concat(std::vector<Token>(p1.begin(), p1.begin() + 70), RandomTokens(20, 17));
   EXPECT_EQ(cache_->ImportShared("ns", p3, std::vector<int32_t>{50, 70}, static_cast<int32_t>(p3.size()) - 1).depth, 50);
   auto [warm3, reused3] = Turn(p3, {}, {});
   EXPECT_EQ(reused3, 50);

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <vector>
 
 #include "engine/context.h"
@@ -93,6 +94,19 @@ const engine::ChatTemplate* LoadTestTemplate(std::string_view arch) {
   const engine::ChatTemplate* raw = t->get();
   templates.emplace(std::string(arch), std::move(*t));
   return raw;
+}
+
+std::vector<engine::Token> RandomTokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<engine::Token> draw(100, 50000);
+  std::vector<engine::Token> tokens(static_cast<size_t>(n));
+  for (auto& t : tokens) t = draw(rng);
+  return tokens;
+}
+
+std::vector<engine::Token> Concat(std::vector<engine::Token> a, const std::vector<engine::Token>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 int ClearGreedySteps(const engine::Model& model, const std::vector<engine::Token>& prompt, int max_steps) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,12 @@ const engine::Model* LoadTestModel(std::string_view arch);
 // The model's own chat template (the real Qwen3.5 one for the qwen35 models), made once
 // per process. Fails the calling test and returns nullptr when it cannot.
 const engine::ChatTemplate* LoadTestTemplate(std::string_view arch);
+
+// `n` token ids drawn from [100, 50000], the same for the same seed: a prompt of ordinary
+// text tokens for any of the test models (their vocabularies are all larger).
+std::vector<engine::Token> RandomTokens(int n, uint32_t seed);
+// `a` followed by `b`.
+std::vector<engine::Token> Concat(std::vector<engine::Token> a, const std::vector<engine::Token>& b);
 
 // How many greedy steps from `prompt` have a clear winner: top two logits more than
 // kClearGap apart, decoding alone in a fresh context. Decoding in another batch sums in
