@@ -8,7 +8,8 @@
 // prefill and the ragged ends.
 //
 // Usage: node scripts/bench-streams.mjs URL [--streams 4,8] [--prompt-words 96]
-//          [--gen-tokens 128] [--reps 2] [--json FILE]
+//          [--gen-tokens 128] [--reps 2] [--temperature 0] [--json FILE]
+// (--temperature above 0 samples with the server's default top-k / top-p / min-p.)
 // Prints one line per N (best of --reps): N, tok/s, window seconds, pieces. Node's
 // built-in modules only.
 import fs from 'node:fs';
@@ -24,6 +25,7 @@ const streams = opt('--streams', '4,8').split(',').map(Number);
 const promptWords = Number(opt('--prompt-words', 96));
 const genTokens = Number(opt('--gen-tokens', 128));
 const reps = Number(opt('--reps', 2));
+const temperature = Number(opt('--temperature', 0));
 const jsonOut = opt('--json', '');
 
 const words = ['river', 'stone', 'lantern', 'orbit', 'copper', 'meadow', 'signal', 'harbor', 'ember', 'quartz'];
@@ -36,7 +38,7 @@ function prompt(stream, rep) {
 // One streaming request; resolves with the arrival time (ms) of every content piece.
 function stream(text) {
   return new Promise((resolve, reject) => {
-    const body = JSON.stringify({ prompt: text, max_tokens: genTokens, temperature: 0, stream: true });
+    const body = JSON.stringify({ prompt: text, max_tokens: genTokens, temperature, stream: true });
     const req = http.request(
       { host: url.hostname, port: url.port, path: '/v1/completions', method: 'POST',
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
