@@ -93,6 +93,8 @@ void AddHoldingsAndBackgroundMetrics(std::string* out, const EngineStats& s) {
   Add(out, "shadow_tokens_with_decode_total", "counter",
       "Of those, tokens fed in the reply's own decode steps (the rest when the reply ended).",
       s.shadow_tokens_with_decode);
+  Add(out, "shadow_renders_total", "counter",
+      "Replies handed to the chat template so far to re-render them for a shadow's target.", s.shadow_renders);
   Add(out, "shadows_kept_total", "counter", "Shadow sequences given to the cache when their reply ended.",
       s.shadows_kept);
   Add(out, "shadows_dropped_total", "counter",

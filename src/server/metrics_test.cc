@@ -54,6 +54,7 @@ TEST(MetricsTest, EveryStatIsExposedWithItsValue) {
   s.background_skipped = 4;
   s.shadow_tokens = 30;
   s.shadow_tokens_with_decode = 12;
+  s.shadow_renders = 7;
   const std::string text = FormatPrometheus(s);
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text.back(), '\n');
@@ -72,6 +73,7 @@ TEST(MetricsTest, EveryStatIsExposedWithItsValue) {
   EXPECT_EQ(m["hearth_warm_ahead_skipped_total"], "4");
   EXPECT_EQ(m["hearth_shadow_tokens_total"], "30");
   EXPECT_EQ(m["hearth_shadow_tokens_with_decode_total"], "12");
+  EXPECT_EQ(m["hearth_shadow_renders_total"], "7");
 }
 
 TEST(MetricsTest, CacheCountersCarryTheirTier) {
