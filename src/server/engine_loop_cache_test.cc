@@ -176,6 +176,23 @@ TEST_F(EngineLoopTest, BackgroundWorkTheCacheHoldsIsSkipped) {
   EXPECT_EQ(loop.stats().background_tokens, 4);
 }
 
+// A warm-ahead task that fails is no failed request: it has its own counter, and the
+// request served next is not disturbed.
+TEST_F(EngineLoopTest, AFailedWarmAheadIsCountedApartFromRequests) {
+  EngineLoop loop(*model_, Config(1));
+  ASSERT_TRUE(loop.Start().ok());
+  WarmAheadTask bg;
+  bg.prompt = Task(LongText("f", 10), 1).prompt;
+  bg.prompt.push_back(model_->info().n_vocab + 5);  // no such token: the decode refuses it
+  Outcome o = Drain(*Submit(loop, std::move(bg)));
+  EXPECT_FALSE(o.done);
+  EXPECT_EQ(o.error.code(), StatusCode::kInvalidArgument) << o.error.ToString();
+  EXPECT_EQ(loop.stats().background_failed, 1);
+  EXPECT_EQ(loop.stats().requests_failed, 0);
+  ASSERT_TRUE(Drain(*Submit(loop, Task(LongText("r", 10), 4))).done);
+  EXPECT_EQ(loop.stats().requests_failed, 0);
+}
+
 // Warm-ahead prefills in steps whose tokens cost what a long prefill's do: with flash
 // attention on a CPU, ggml runs steps of fewer than 64 tokens row by row (7x the cost per
 // token of a 64-token step), so there its chunks are 64 tokens, elsewhere 32.

@@ -159,9 +159,10 @@ void EngineLoop::EndShadow(Slot& slot, const api::Completion* final_reply, const
 }
 
 void EngineLoop::FailSlot(Slot& slot, const Status& error) {
-  stats_.Update([](EngineStats& s) { s.requests_failed++; });
-  std::fprintf(stderr, "hearth: request failed: %s\n", error.ToString().c_str());
-  if (!slot.background()) RecordRequest(slot, "failed");
+  const bool background = slot.background();
+  stats_.Update([&](EngineStats& s) { ++(background ? s.background_failed : s.requests_failed); });
+  std::fprintf(stderr, "hearth: %s failed: %s\n", background ? "warm-ahead" : "request", error.ToString().c_str());
+  if (!background) RecordRequest(slot, "failed");
   EndShadow(slot, nullptr, "request failed");
   slot.stream->PushError(error);
   Release(slot, /*keep_in_cache=*/false);

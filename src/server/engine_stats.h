@@ -31,6 +31,7 @@ struct EngineStats {
   int64_t background_tasks = 0;    // warm-ahead tasks done, skipped ones included
   int64_t background_tokens = 0;
   int64_t background_skipped = 0;  // of those, held already or overtaken by their request
+  int64_t background_failed = 0;   // warm-ahead tasks that ended with an error (not in requests_failed)
   int64_t shadow_tokens = 0;       // fed to shadow sequences
   int64_t shadow_tokens_with_decode = 0;  // of those, fed in the reply's decode steps
   int64_t shadow_renders = 0;      // replies so far handed to the renderer for a target

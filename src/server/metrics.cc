@@ -87,6 +87,9 @@ void AddHoldingsAndBackgroundMetrics(std::string* out, const EngineStats& s) {
   Add(out, "warm_ahead_skipped_total", "counter",
       "Background prefills skipped: the cache held their prompt, or the request they prepared for came first.",
       s.background_skipped);
+  Add(out, "warm_ahead_failed_total", "counter",
+      "Background prefills that ended with an error (requests_failed_total counts requests only).",
+      s.background_failed);
   Add(out, "warm_ahead_tokens_total", "counter", "Tokens prefilled in the background.", s.background_tokens);
   Add(out, "shadow_tokens_total", "counter", "Tokens of re-rendered replies prefilled while they were generated.",
       s.shadow_tokens);

@@ -52,6 +52,7 @@ TEST(MetricsTest, EveryStatIsExposedWithItsValue) {
   s.queued = 9;
   s.background_tasks = 6;
   s.background_skipped = 4;
+  s.background_failed = 1;
   s.shadow_tokens = 30;
   s.shadow_tokens_with_decode = 12;
   s.shadow_renders = 7;
@@ -71,6 +72,7 @@ TEST(MetricsTest, EveryStatIsExposedWithItsValue) {
   EXPECT_EQ(m["hearth_requests_queued"], "9");
   EXPECT_EQ(m["hearth_warm_ahead_tasks_total"], "6");
   EXPECT_EQ(m["hearth_warm_ahead_skipped_total"], "4");
+  EXPECT_EQ(m["hearth_warm_ahead_failed_total"], "1");
   EXPECT_EQ(m["hearth_shadow_tokens_total"], "30");
   EXPECT_EQ(m["hearth_shadow_tokens_with_decode_total"], "12");
   EXPECT_EQ(m["hearth_shadow_renders_total"], "7");
