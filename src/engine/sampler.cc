@@ -117,8 +117,11 @@ void TopK(std::span<const float> logits, int k, std::vector<llama_token_data>& o
 
 Token Sampler::Sample(Context& ctx, int batch_index) {
   // llama_sampler_sample also accepts the token into the chain.
-  if (shown_ == Shown::kWholeVocabulary) return llama_sampler_sample(chain_.get(), ctx.raw(), batch_index);
-  const std::span<const float> logits = ctx.Logits(batch_index);
+  const std::span<const float> logits =
+      shown_ == Shown::kWholeVocabulary ? std::span<const float>() : ctx.Logits(batch_index);
+  // (No logits at that index: llama.cpp's own path, which fails loudly, rather than a read
+  // past an empty span.)
+  if (logits.empty()) return llama_sampler_sample(chain_.get(), ctx.raw(), batch_index);
   Token token;
   if (shown_ == Shown::kArgmaxOnly) {
     token = Argmax(logits);
