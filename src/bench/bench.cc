@@ -113,7 +113,7 @@ int FinishRun(const BenchConfig& config, const Runner& runner, const std::string
     std::fprintf(stderr, "hearth bench: %s\n", s.message().c_str());
     return 1;
   }
-  std::printf("\nResults: %s (rows.jsonl, turns.csv, env.json, summary.md)\n", config.out_dir.c_str());
+  std::printf("\nResults: %s (rows.jsonl, turns.csv, env.json, summary.json, summary.md)\n", config.out_dir.c_str());
   if (config.plots) {
     PlotResult p = MakePlots(config.out_dir, rows, Labels(runner), pressure);
     for (const std::string& f : p.files) std::printf("Plot: %s\n", f.c_str());

@@ -194,6 +194,38 @@ TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
   EXPECT_DOUBLE_EQ(groups[0].ttft_vs_ideal->max, 2.0);
 }
 
+// summary.json carries the same figures as numbers; a spread without samples is null.
+TEST(GroupSummaryTest, JsonCarriesTheFiguresAndNullForNoSamples) {
+  std::vector<TurnRow> rows;
+  for (int t = 0; t < 3; ++t) {
+    TurnRow r = ChatTurn(t);
+    r.decode_tps = 100;
+    r.prompt_tokens = t == 0 ? 1000 : 1000 + 100 * t;
+    r.reused_tokens = t == 0 ? 0 : 1000 + 100 * (t - 1);
+    r.new_tokens = t == 0 ? 1000 : 100;
+    r.ttft_ms = t == 0 ? 2010.0 : (t == 1 ? 210.0 : 420.0);
+    rows.push_back(r);
+  }
+  const auto groups = SummarizeGroups(rows);
+  ASSERT_EQ(groups.size(), 1u);
+  const Json j = GroupToJson(groups[0]);
+  EXPECT_EQ(j["server"], groups[0].server);
+  EXPECT_EQ(j["scenario"], groups[0].scenario);
+  EXPECT_EQ(j["turns"], 3);
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_EQ(j["ttft_vs_ideal"]["n"], 2);
+  EXPECT_DOUBLE_EQ(j["ttft_vs_ideal"]["max"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["ttft_first_ms"]["p50"].get<double>(), 2010.0);
+  EXPECT_DOUBLE_EQ(j["decode_tps"]["p50"].get<double>(), 100.0);
+  EXPECT_EQ(j["session_prefilled_per_new"].is_number(), groups[0].session_ratio.has_value());
+
+  GroupSummary empty{"s", "chat"};
+  const Json e = GroupToJson(empty);
+  EXPECT_TRUE(e["ttft_vs_ideal"].is_null());
+  EXPECT_TRUE(e["decode_tps"].is_null());
+  EXPECT_TRUE(e["session_prefilled_per_new"].is_null());
+}
+
 TEST(DiffTest, FirstDifferenceAndPrefix) {
   PromptDiff d = DiffPrompts("<|im_start|>assistant\n<think>\n\n</think>\n\nHello", "<|im_start|>assistant\nHello<|im_end|>");
   EXPECT_FALSE(d.prev_is_prefix);

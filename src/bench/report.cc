@@ -174,6 +174,9 @@ Status WriteResults(const std::string& dir, const std::vector<TurnRow>& rows, co
   HEARTH_RETURN_IF_ERROR(WriteFile(d / "rows.jsonl", jsonl));
   HEARTH_RETURN_IF_ERROR(WriteFile(d / "turns.csv", csv));
   HEARTH_RETURN_IF_ERROR(WriteFile(d / "env.json", env.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"));
+  Json groups = Json::array();
+  for (const GroupSummary& g : SummarizeGroups(rows)) groups.push_back(GroupToJson(g));
+  HEARTH_RETURN_IF_ERROR(WriteFile(d / "summary.json", groups.dump(2) + "\n"));
   return WriteFile(d / "summary.md", summary_md);
 }
 

@@ -5,6 +5,7 @@
 //   turns.csv         the same rows as CSV
 //   env.json          CPU, threads, model file, servers (versions, props), options, notes
 //   summary.md        the Markdown summary printed at the end of a run
+//   summary.json      per server and scenario, the summary's figures (results.h's GroupToJson)
 //   plots/            gnuplot data, the generated script plots.gp, and the PNGs
 //
 // Thread safety: pure functions, except that writing touches the filesystem and plotting
@@ -29,7 +30,7 @@ std::string SummaryMarkdown(const std::vector<TurnRow>& rows, const std::vector<
 // The host as the results record it: CPU model, logical CPUs, memory.
 Json HostInfo();
 
-// Writes rows.jsonl, turns.csv, env.json and summary.md. Errors: kUnavailable when the
+// Writes rows.jsonl, turns.csv, env.json, summary.json and summary.md. Errors: kUnavailable when the
 // folder cannot be created or written (what was written stays).
 Status WriteResults(const std::string& dir, const std::vector<TurnRow>& rows, const Json& env,
                     const std::string& summary_md);

@@ -188,6 +188,34 @@ std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
   return out;
 }
 
+namespace {
+
+Json SpreadToJson(const std::optional<Spread>& s) {
+  if (!s) return nullptr;
+  return Json{{"n", s->n}, {"p50", s->p50}, {"p90", s->p90}, {"min", s->min}, {"max", s->max}, {"mean", s->mean}};
+}
+
+}  // namespace
+
+Json GroupToJson(const GroupSummary& g) {
+  Json j;
+  j["server"] = g.server;
+  j["scenario"] = g.scenario;
+  j["turns"] = g.n_turns;
+  j["errors"] = g.n_errors;
+  j["interrupted"] = g.n_interrupted;
+  j["ttft_first_ms"] = SpreadToJson(g.ttft_first);
+  j["ttft_follow_up_ms"] = SpreadToJson(g.ttft_follow_up);
+  j["ttft_vs_ideal"] = SpreadToJson(g.ttft_vs_ideal);
+  j["e2e_ms"] = SpreadToJson(g.e2e);
+  j["decode_tps"] = SpreadToJson(g.decode_tps);
+  j["prefilled_per_new"] = SpreadToJson(g.ratio);
+  j["session_prefilled_per_new"] = OrNull(g.session_ratio);
+  j["target_checked"] = g.n_target_checked;
+  j["target_met"] = g.n_target_met;
+  return j;
+}
+
 std::vector<SessionSummary> SummarizeSessions(const std::vector<TurnRow>& rows) {
   std::vector<SessionSummary> out;
   std::map<std::tuple<std::string, std::string, int, int>, size_t> index;

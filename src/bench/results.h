@@ -78,6 +78,9 @@ struct GroupSummary {
 };
 
 std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows);
+// One group as summary.json holds it: the counts, and each spread as {n, p50, p90, min,
+// max, mean} or null when it had no samples (what scripts read instead of summary.md).
+Json GroupToJson(const GroupSummary& g);
 
 // prefilled / new over one session's follow-up turns, and where reuse first broke.
 struct SessionSummary {
