@@ -10,6 +10,8 @@
 // Usage: node scripts/bench-streams.mjs URL [--streams 4,8] [--prompt-words 96]
 //          [--gen-tokens 128] [--reps 2] [--temperature 0] [--json FILE]
 // (--temperature above 0 samples with the server's default top-k / top-p / min-p.)
+// Each stream has a connection of its own: a kept-alive one can be closed by the server's
+// idle timeout just as the next request goes out.
 // Prints one line per N (best of --reps): N, tok/s, window seconds, pieces. Node's
 // built-in modules only.
 import fs from 'node:fs';
@@ -40,7 +42,7 @@ function stream(text) {
   return new Promise((resolve, reject) => {
     const body = JSON.stringify({ prompt: text, max_tokens: genTokens, temperature, stream: true });
     const req = http.request(
-      { host: url.hostname, port: url.port, path: '/v1/completions', method: 'POST',
+      { host: url.hostname, port: url.port, path: '/v1/completions', method: 'POST', agent: false,
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
       (res) => {
         if (res.statusCode !== 200) {

@@ -173,9 +173,9 @@ TEST(SessionSummaryTest, SumsFollowUpsAndFindsTheFirstMiss) {
   EXPECT_EQ(sessions[0].first_missed_turn, 2);
 }
 
-// Follow-up TTFT is judged against the session's own cold cost: its first turn gives
-// the prefill time per token (TTFT less one decode step, over the prefilled tokens).
-TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
+// Three turns of one session: a cold first turn at 2 ms a token plus a 10 ms decode step,
+// then follow-ups of 100 new tokens at 1x and 2x their ideal (210 = 100 x 2 + 10).
+std::vector<TurnRow> ThreeTurnsAgainstTheirIdeal() {
   std::vector<TurnRow> rows;
   for (int t = 0; t < 3; ++t) {
     TurnRow r = ChatTurn(t);
@@ -186,7 +186,13 @@ TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
     r.ttft_ms = t == 0 ? 2010.0 : (t == 1 ? 210.0 : 420.0);  // cold: 2 ms a token
     rows.push_back(r);
   }
-  const auto groups = SummarizeGroups(rows);
+  return rows;
+}
+
+// Follow-up TTFT is judged against the session's own cold cost: its first turn gives
+// the prefill time per token (TTFT less one decode step, over the prefilled tokens).
+TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
+  const auto groups = SummarizeGroups(ThreeTurnsAgainstTheirIdeal());
   ASSERT_EQ(groups.size(), 1u);
   ASSERT_TRUE(groups[0].ttft_vs_ideal.has_value());
   EXPECT_EQ(groups[0].ttft_vs_ideal->n, 2);
@@ -196,17 +202,7 @@ TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
 
 // summary.json carries the same figures as numbers; a spread without samples is null.
 TEST(GroupSummaryTest, JsonCarriesTheFiguresAndNullForNoSamples) {
-  std::vector<TurnRow> rows;
-  for (int t = 0; t < 3; ++t) {
-    TurnRow r = ChatTurn(t);
-    r.decode_tps = 100;
-    r.prompt_tokens = t == 0 ? 1000 : 1000 + 100 * t;
-    r.reused_tokens = t == 0 ? 0 : 1000 + 100 * (t - 1);
-    r.new_tokens = t == 0 ? 1000 : 100;
-    r.ttft_ms = t == 0 ? 2010.0 : (t == 1 ? 210.0 : 420.0);
-    rows.push_back(r);
-  }
-  const auto groups = SummarizeGroups(rows);
+  const auto groups = SummarizeGroups(ThreeTurnsAgainstTheirIdeal());
   ASSERT_EQ(groups.size(), 1u);
   const Json j = GroupToJson(groups[0]);
   EXPECT_EQ(j["server"], groups[0].server);
@@ -217,7 +213,7 @@ TEST(GroupSummaryTest, JsonCarriesTheFiguresAndNullForNoSamples) {
   EXPECT_DOUBLE_EQ(j["ttft_vs_ideal"]["max"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(j["ttft_first_ms"]["p50"].get<double>(), 2010.0);
   EXPECT_DOUBLE_EQ(j["decode_tps"]["p50"].get<double>(), 100.0);
-  EXPECT_EQ(j["session_prefilled_per_new"].is_number(), groups[0].session_ratio.has_value());
+  EXPECT_DOUBLE_EQ(j["session_prefilled_per_new"].get<double>(), 1.0);  // 100 prefilled for 100 new, twice
 
   GroupSummary empty{"s", "chat"};
   const Json e = GroupToJson(empty);
