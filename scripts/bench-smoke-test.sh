@@ -22,7 +22,7 @@ out="$work/results"
   --max-tokens 8 --warmup 0 --render-model "$model" --out "$out" --quiet >"$work/bench.out" 2>&1 \
   || { cat "$work/bench.out" >&2; fail "hearth bench failed"; }
 
-for f in rows.jsonl turns.csv env.json summary.md plots/plots.gp; do
+for f in rows.jsonl turns.csv env.json summary.json summary.md plots/plots.gp; do
   [[ -s "$out/$f" ]] || fail "missing $f"
 done
 if command -v gnuplot >/dev/null; then
@@ -39,5 +39,8 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
          END { if (n != 3) bad = bad " " n " rows;"; if (bad != "") { print bad; exit 1 } }' "$out/turns.csv" \
   || { cat "$out/turns.csv" >&2; fail "turns.csv is not as expected"; }
 grep -q '"cpu"' "$out/env.json" || fail "env.json lacks the host"
+jq -e 'length == 1 and .[0].server == "hearth" and .[0].scenario == "chat" and .[0].turns == 3 and .[0].errors == 0
+       and .[0].ttft_first_ms.n == 1 and .[0].ttft_follow_up_ms.n == 2' "$out/summary.json" >/dev/null \
+  || { cat "$out/summary.json" >&2; fail "summary.json is not as expected"; }
 grep -q "Per turn" "$work/bench.out" || fail "no per-turn table printed"
 echo "bench_smoke: ok"
