@@ -33,10 +33,14 @@ void ShadowPrefill::DrainRest(Slot& slot, const api::Completion& final_reply, bo
 // the target can say how (FinalShadowTokens). The reply's final event waits for the
 // drain, so it is bounded (warm-ahead does the rest). A cut-off reply is continued only
 // that way, never with a target that may run past what the client read, and keeps states
-// at its last positions on the way. nullopt: nothing to feed.
+// at its last positions on the way. A rest of at most kDrainSlack past the bound is
+// drained too: left to warm-ahead it would cost a decode of its own, a whole weight pass on
+// a CPU, which a client that answers at once waits for (a 64-token reply ends 69 tokens
+// past what an after-reply shadow holds). nullopt: nothing to feed.
 std::optional<ShadowPrefill::DrainPlan> ShadowPrefill::PlanDrain(Slot& slot, const api::Completion& final_reply,
                                                                  bool cut_off) {
   constexpr int kMaxDrain = 64;
+  constexpr int kDrainSlack = 16;
   Slot::Shadow& sh = *slot.shadow;
   int unfed = UnfedTokens(slot);
   if (unfed < 0) return std::nullopt;
@@ -60,7 +64,8 @@ std::optional<ShadowPrefill::DrainPlan> ShadowPrefill::PlanDrain(Slot& slot, con
     cut_off = false;
   }
   if (unfed <= 0 || cut_off) return std::nullopt;
-  plan.end = done + static_cast<size_t>(std::min({unfed, kMaxDrain, options_.n_batch}));
+  const int bound = unfed <= kMaxDrain + kDrainSlack ? unfed : kMaxDrain;
+  plan.end = done + static_cast<size_t>(std::min({unfed, bound, options_.n_batch}));
   for (int32_t p : cache::SnapshotPolicy::ShadowDrainStates(sh.target.message_ends, static_cast<int32_t>(done),
                                                             static_cast<int32_t>(plan.end), cut_content_end)) {
     plan.states.push_back(static_cast<size_t>(p));

@@ -194,6 +194,23 @@ TEST_F(ShadowPrefillTest, DrainIsBoundedAndGivesWayToAQueuedRequest) {
   }
 }
 
+// A rest only a little past the bound is drained whole: warm-ahead would spend a decode
+// of its own on it.
+TEST_F(ShadowPrefillTest, DrainTakesARestOnlySlightlyPastItsBound) {
+  auto shadows = Make(ShadowFeed::kAfterReply);
+  for (int reply : {64 + 16, 64 + 17}) {
+    std::vector<std::unique_ptr<Slot>> slots;
+    slots.push_back(Request(reply));
+    shadows->Start(*slots[0]);
+    ASSERT_TRUE(slots[0]->shadow.has_value());
+    slots[0]->shadow->mailbox->Publish(Target(*slots[0], kPrompt, reply, "Hello"));
+    ASSERT_EQ(shadows->Poll(slots).size(), 1u);
+    const auto kept = shadows->Finish(*slots[0], {.content = "Hello there."}, false, [](auto) { return std::nullopt; });
+    ASSERT_TRUE(kept.has_value()) << reply;
+    EXPECT_EQ(kept->size(), static_cast<size_t>(kPrompt + (reply <= 80 ? reply : 64))) << reply;
+  }
+}
+
 // A target that leaves what the shadow holds starts it over at the request's last
 // message end before the difference, or ends it when there is none.
 TEST_F(ShadowPrefillTest, ATargetThatLeavesThePromptStartsOverAtAMessageEndOrEnds) {
