@@ -189,6 +189,8 @@ void EngineLoop::Step() {
   last_busy_ = Clock::now();
   Status s = runner_->Decode([this] { return scheduler_->MakeRoom(); }, [this] { PlanStep(); });
   if (runner_->empty()) return;
+  // Counted before the step's outcomes are: a reader who sees a task done sees its decodes.
+  stats_.Update([](EngineStats& st) { st.decode_calls++; });
   if (!s.ok()) {
     for (auto& slot : slots()) {
       if (slot && slot->shadow && slot->shadow->n_in_batch > 0) EndShadow(*slot, nullptr, "decode failed");
@@ -213,7 +215,6 @@ int EngineLoop::BusySlots() const { return scheduler_->n_busy(); }
 bool EngineLoop::WaitForWork() {
   const bool busy = scheduler_->has_paused() || BusySlots() > 0;
   stats_.Update([&](EngineStats& s) {
-    s.decode_calls += runner_->empty() ? 0 : 1;
     s.slots_busy = BusySlots();
     s.cache = cache_->stats();
     if (shared_) s.shared = shared_->stats();
