@@ -65,7 +65,7 @@ std::optional<ShadowPrefill::DrainPlan> ShadowPrefill::PlanDrain(Slot& slot, con
   }
   if (unfed <= 0 || cut_off) return std::nullopt;
   const int bound = unfed <= kMaxDrain + kDrainSlack ? unfed : kMaxDrain;
-  plan.end = done + static_cast<size_t>(std::min({unfed, bound, options_.n_batch}));
+  plan.end = done + static_cast<size_t>(std::min(bound, options_.n_batch));
   for (int32_t p : cache::SnapshotPolicy::ShadowDrainStates(sh.target.message_ends, static_cast<int32_t>(done),
                                                             static_cast<int32_t>(plan.end), cut_content_end)) {
     plan.states.push_back(static_cast<size_t>(p));
