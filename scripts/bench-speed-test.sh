@@ -30,6 +30,9 @@ expect() {
 expect "cold TTFT, 600 tokens" "llama-server" yes
 [[ $(grep -c -F "| cold TTFT, 600 tokens" "$work/report.md") -eq 2 ]] || fail "cold TTFT needs two rows"
 grep -q -F "hearth --no-cache" "$work/report.md" || fail "no --no-cache baseline"
+# The cold part sends each server its prompt once, never again warm (the report reads no warm rows).
+kinds=$(jq -sc '[.[] | .kind] | sort' "$work/cold/rows.jsonl")
+[[ $kinds == '["cold","cold","cold"]' ]] || fail "the cold part sent $kinds, not one cold prompt per server"
 expect "decode, chat" "llama-server" yes
 expect "follow-up TTFT÷ideal p90, chat" "" no
 expect "prefilled÷new, chat" "llama-server" no

@@ -83,7 +83,7 @@ fmt() { jq -nr --argjson v "${1:-null}" --argjson k "${2:-10}" 'if $v == null th
 if [[ -n "$cold" ]]; then
   echo "$who: $cold_reps cold prompts of $cold tokens on each server" >&2
   "${bench[@]}" "$h" --compare "$n" "$l" --label hearth --label hearth-no-cache --label llama-server \
-    --sweep "$cold" --reps "$cold_reps" --out "$out/cold" >/dev/null
+    --sweep "$cold" --sweep-cold-only --reps "$cold_reps" --out "$out/cold" >/dev/null
   ttft() {  # the server's median cold TTFT
     jq -s --arg s "$1" '[.[] | select(.server == $s and .kind == "cold" and .ok) | .ttft_ms] | sort
       | if length == 0 then null else .[length / 2 | floor] end' "$out/cold/rows.jsonl"

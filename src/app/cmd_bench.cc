@@ -219,6 +219,7 @@ void AddModeFlags(CLI::App* cmd, BenchFlags& f) {
   cmd->add_option("--replay", c.replay_path, "JSONL of recorded request bodies to replay");
   cmd->add_option("--replay-flavor", f.replay_flavor, "shape of the replayed bodies (default: detect)");
   cmd->add_option("--sweep", f.sweep, "cold/warm sweep over prompt sizes, e.g. 256,1024,4096");
+  cmd->add_flag("--sweep-cold-only", c.sweep_cold_only, "sweep: send each prompt once, cold (not again warm)");
   cmd->add_option("--pressure", f.pressure,
                   "memory pressure over CONVERSATIONS:TOKENS lists, e.g. 8:2400 or 2,4,8,16:1024,2048,4096");
   cmd->add_option("--pressure-turns", c.pressure_turns, "turns per pressure conversation")->capture_default_str();

@@ -322,7 +322,8 @@ void Runner::Replay(const std::vector<ReplayLine>& lines, std::optional<int> max
   }
 }
 
-void Runner::Sweep(const std::vector<int>& sizes, uint64_t seed, int rep) {
+void Runner::Sweep(const std::vector<int>& sizes, uint64_t seed, int rep, bool warm) {
+  const std::vector<std::string> kinds = warm ? std::vector<std::string>{"cold", "warm"} : std::vector<std::string>{"cold"};
   for (size_t i = 0; i < sizes.size(); ++i) {
     const SweepPrompt p = MakeSweepPrompt(sizes[i], MixSeed(seed, static_cast<uint64_t>(rep)));
     ChatRequest req;
@@ -331,7 +332,7 @@ void Runner::Sweep(const std::vector<int>& sizes, uint64_t seed, int rep) {
     req.max_tokens = 4;
     req.temperature = options_.temperature;
     for (Server* s : ServerOrder(rep + static_cast<int>(i))) {
-      for (const char* kind : {"cold", "warm"}) {
+      for (const std::string& kind : kinds) {
         ChatOutcome out;
         TurnRow row = Send(*s, req, 0, std::nullopt, "sweep", kind, &out);
         if (row.kind == "warm" && row.new_tokens) row.new_tokens = 0;  // nothing is new the second time

@@ -86,8 +86,9 @@ class Runner {
   void Run(const Workload& workload);
   // Sends recorded requests in order; `max_tokens` caps their replies when set.
   void Replay(const std::vector<ReplayLine>& lines, std::optional<int> max_tokens);
-  // For each size: a prompt no server has seen (cold), then the same prompt again (warm).
-  void Sweep(const std::vector<int>& sizes, uint64_t seed, int rep);
+  // For each size: a prompt no server has seen (cold), then, with `warm`, the same prompt
+  // again (warm).
+  void Sweep(const std::vector<int>& sizes, uint64_t seed, int rep, bool warm = true);
 
   // Called before each turn of Run (session, turn); diagnose uses it to restart a server.
   void SetBeforeTurn(std::function<void(int session, int turn)> hook) { before_turn_ = std::move(hook); }
