@@ -146,7 +146,9 @@ int RunBench(const BenchConfig& config) {
     }
   }
   if (!config.sweep_sizes.empty()) {
-    for (int rep = 0; rep < config.reps; ++rep) runner.Sweep(config.sweep_sizes, config.spec.seed, rep, /*warm=*/!config.sweep_cold_only);
+    for (int rep = 0; rep < config.reps; ++rep) {
+      runner.Sweep(config.sweep_sizes, config.spec.seed, rep, /*warm=*/!config.sweep_cold_only);
+    }
   }
   // Memory pressure, smallest working set first. The servers' caches keep what earlier
   // points left, as a server's would; the nonce and the seed keep points from sharing text.

@@ -36,7 +36,7 @@ struct BenchConfig {
   std::optional<Flavor> replay_flavor;
   std::optional<int> replay_max_tokens;
   std::vector<int> sweep_sizes;
-  bool sweep_cold_only = false; // sweep prompts are not sent a second time, warm
+  bool sweep_cold_only = false;  // sweep prompts are not sent a second time, warm
   // Memory pressure (pressure.h): every conversations × length pair of the grid, after the
   // scenarios; empty: none. Each point's turns are pressure_turns.
   std::vector<int> pressure_conversations;
