@@ -143,7 +143,14 @@ class ChatTemplate {
 
   // Errors: kInvalidArgument with the template's message when it rejects the conversation
   // (e.g. a role it does not know, or no user message).
+  // One Jinja pass over the conversation where the template allows it (one_pass_render.h
+  // says when), else llama.cpp's full render; the result is the same either way.
   StatusOr<RenderedPrompt> Render(std::span<const ChatMessage> messages, const RenderOptions& options) const;
+  // llama.cpp's common_chat_templates_apply, which renders the conversation three times:
+  // the reference Render must equal (tests and measurements).
+  StatusOr<RenderedPrompt> RenderInFull(std::span<const ChatMessage> messages, const RenderOptions& options) const;
+  // Whether Render can take the one-pass path for this template.
+  bool renders_in_one_pass() const;
 
   const std::string& source() const { return source_; }
 
