@@ -15,7 +15,7 @@ namespace hearth::engine {
 
 // What a stand-in's full render gives that does not depend on what the messages say.
 struct OnePassRender::Frame {
-  bool usable = false;      // false: the stand-in itself did not render; render in full
+  bool usable = false;      // false: the stand-in did not render, or gave nothing to check by
   RenderedPrompt rendered;  // everything but the prompt
 };
 
@@ -329,7 +329,10 @@ std::shared_ptr<const OnePassRender::Frame> OnePassRender::FrameFor(std::span<co
     try {
       frame->rendered = FullRender(templates_, *stand_in, options);
       frame->rendered.prompt.clear();
-      frame->usable = true;
+      // Invariant 4: a stand-in without a generation prompt leaves nothing to check the
+      // prompt against (Gemma 4's handler, for one, appends one itself depending on what
+      // the reply said), so its shape renders in full without a wasted pass first.
+      frame->usable = !options.add_generation_prompt || !frame->rendered.generation_prompt.empty();
     } catch (const std::exception&) {
     }
   }
@@ -351,12 +354,7 @@ std::optional<RenderedPrompt> OnePassRender::Render(std::span<const ChatMessage>
     const common_chat_template& tmpl = !options.tools.empty() && tool_use_ ? *tool_use_ : *plain_;
     std::string prompt =
         common_chat_template_direct_apply(tmpl, Prepare(tmpl, add_bos_, add_eos_, messages, options, date));
-    // Invariant 4. An empty generation prompt leaves nothing to check the prompt against:
-    // Gemma 4's handler, for one, appends one itself depending on what the reply said.
-    const std::string& generation_prompt = frame->rendered.generation_prompt;
-    if (options.add_generation_prompt && (generation_prompt.empty() || !prompt.ends_with(generation_prompt))) {
-      return std::nullopt;
-    }
+    if (options.add_generation_prompt && !prompt.ends_with(frame->rendered.generation_prompt)) return std::nullopt;
     RenderedPrompt out = frame->rendered;
     out.prompt = std::move(prompt);
     return out;
