@@ -239,7 +239,7 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
 INSTANTIATE_TEST_SUITE_P(Models, ContextTest,
                          ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid",
                                            "gpt-oss"),
-                         [](const auto& p) { return testing::ArchTestName(p.param); });
+                         [](const auto& p) { return testing::TestParamName(p.param); });
 
 // The tiny Gemma 4: three sliding-window layers (window 32, 2 KV heads of 32) and one
 // global layer (1 KV head of 64). The tiny gpt-oss: two sliding layers (window 32) and
@@ -292,7 +292,7 @@ TEST_P(SlidingWindowContextTest, PartialStateIsTheWindowsKv) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SlidingWindowContextTest, ::testing::Values("gemma4", "gpt-oss"),
-                         [](const auto& p) { return testing::ArchTestName(p.param); });
+                         [](const auto& p) { return testing::TestParamName(p.param); });
 
 TEST(ContextOptionsTest, ValidateNamesTheBadField) {
   ContextOptions o;

@@ -327,7 +327,7 @@ TEST_P(MkmodelArchTest, LogitsStayFiniteAndVaried) {
 
 INSTANTIATE_TEST_SUITE_P(AllArchs, MkmodelArchTest, ::testing::ValuesIn(kAllArchs),
                          [](const ::testing::TestParamInfo<Arch>& p) {
-                           return testing::ArchTestName(ArchName(p.param));
+                           return testing::TestParamName(ArchName(p.param));
                          });
 
 TEST(MkmodelTest, MissingVocabIsNotFoundAndLeavesOldFileAlone) {

@@ -210,7 +210,7 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
 INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,
                          ::testing::Values("qwen35", "qwen35moe", "qwen3", "qwen3next", "gemma4", "granitehybrid",
                                            "gpt-oss"),
-                         [](const auto& p) { return testing::ArchTestName(p.param); });
+                         [](const auto& p) { return testing::TestParamName(p.param); });
 
 }  // namespace
 }  // namespace hearth::server

@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "engine/context.h"
@@ -38,15 +41,33 @@ std::string TestModelPath(std::string_view arch) {
   return std::string(HEARTH_TESTDATA) + "/tiny-" + std::string(arch) + ".gguf";
 }
 
-std::string ArchTestName(std::string_view arch) {
-  std::string name(arch);
-  std::replace(name.begin(), name.end(), '-', '_');
-  return name;
+std::string TestParamName(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return out;
 }
 
 std::string LlamaBinDir() { return HEARTH_LLAMA_BIN; }
 std::string LlamaModelsDir() { return HEARTH_LLAMA_MODELS; }
 std::string HearthBin() { return HEARTH_BIN; }
+
+std::vector<std::string> ShippedTemplateNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(LlamaModelsDir() + "/templates")) {
+    if (entry.path().extension() == ".jinja") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string ReadShippedTemplate(const std::string& name) {
+  std::ifstream in(LlamaModelsDir() + "/templates/" + name + ".jinja", std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 std::string SourceDir() { return HEARTH_SOURCE_DIR; }
 
 std::string MakeTempDir() {

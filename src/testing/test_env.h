@@ -19,13 +19,17 @@ namespace hearth::testing {
 
 // <build>/testdata/tiny-<arch>.gguf
 std::string TestModelPath(std::string_view arch);
-// `arch` as a test parameter's name, which may hold only letters, digits and '_'
-// ("gpt-oss" -> "gpt_oss").
-std::string ArchTestName(std::string_view arch);
+// A name (an arch, a template's) as a test parameter's name, which may hold only letters,
+// digits and '_': every other character becomes '_' ("gpt-oss" -> "gpt_oss").
+std::string TestParamName(std::string_view name);
 // Directory with llama.cpp's own tools (llama-completion, llama-server, ...).
 std::string LlamaBinDir();
 // llama.cpp's source models/ directory (vocab files, templates/).
 std::string LlamaModelsDir();
+// The chat templates llama.cpp ships (templates/*.jinja), by name without the extension,
+// sorted; and one of them's source ("" when it cannot be read).
+std::vector<std::string> ShippedTemplateNames();
+std::string ReadShippedTemplate(const std::string& name);
 // The hearth executable.
 std::string HearthBin();
 // The repository's root (tests/e2e/fixtures, ...).
