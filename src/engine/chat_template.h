@@ -2,8 +2,9 @@
 // template, through llama.cpp's common chat library (the same renderer llama-server
 // uses), so hearth sees exactly the prompt any llama.cpp-based server would build.
 //
-// Thread safety: a ChatTemplate is immutable after Create; Render may be called from any
-// thread at once. The Model must outlive it.
+// Thread safety: Render and RenderAndRemember may be called from any thread at once (what
+// RenderAndRemember keeps sits behind a mutex; nothing else changes after Create). The
+// Model must outlive it.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ struct ChatToolCall {
   std::string id;
   std::string name;
   std::string arguments;  // JSON text, as the client sent it
+  bool operator==(const ChatToolCall&) const = default;
 };
 
 struct ChatMessage {
@@ -31,12 +33,14 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;
   std::string tool_call_id;  // for role "tool"
   std::string tool_name;     // for role "tool"
+  bool operator==(const ChatMessage&) const = default;
 };
 
 struct ChatTool {
   std::string name;
   std::string description;
   std::string parameters;  // JSON schema text
+  bool operator==(const ChatTool&) const = default;
 };
 
 struct RenderOptions {
@@ -50,6 +54,7 @@ struct RenderOptions {
   // "deepseek" split it into reasoning; "deepseek-legacy" also leaves it in the content;
   // "none" leaves it in the content only.
   std::string reasoning_format = "auto";
+  bool operator==(const RenderOptions&) const = default;
 };
 
 // How to read the model's output back: opaque to callers, made by Render, consumed by
@@ -60,6 +65,7 @@ struct OutputFormat {
   std::string generation_prompt;  // text the template put after the last message
   static constexpr int kSplitReasoning = 3;      // llama.cpp's COMMON_REASONING_FORMAT_DEEPSEEK
   int reasoning_format = kSplitReasoning;       // llama.cpp's common_reasoning_format
+  bool operator==(const OutputFormat&) const = default;
 };
 
 struct RenderedPrompt {
@@ -68,6 +74,7 @@ struct RenderedPrompt {
   std::vector<std::string> additional_stops;
   bool supports_thinking = false;
   OutputFormat output_format;
+  bool operator==(const RenderedPrompt&) const = default;
 };
 
 // What the model said so far, split into reasoning, content and tool calls.
@@ -145,7 +152,16 @@ class ChatTemplate {
   // (e.g. a role it does not know, or no user message).
   // One Jinja pass over the conversation where the template allows it (one_pass_render.h
   // says when), else llama.cpp's full render; the result is the same either way.
+  // A conversation remembered with RenderAndRemember whose open messages now hold other
+  // contents has those contents spliced into the remembered rendering (splice_render.h).
   StatusOr<RenderedPrompt> Render(std::span<const ChatMessage> messages, const RenderOptions& options) const;
+  // Render, remembering the result for the conversation's next request: the last `n_open`
+  // messages all hold the same placeholder content, which that request replaces with its
+  // own (the next user message, or the results of the reply's tool calls).
+  StatusOr<RenderedPrompt> RenderAndRemember(std::span<const ChatMessage> messages, const RenderOptions& options,
+                                             size_t n_open) const;
+  // How many renders were spliced, for tests and measurements.
+  size_t n_spliced() const;
   // llama.cpp's common_chat_templates_apply, which renders the conversation three times:
   // the reference Render must equal (tests and measurements).
   StatusOr<RenderedPrompt> RenderInFull(std::span<const ChatMessage> messages, const RenderOptions& options) const;

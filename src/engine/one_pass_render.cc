@@ -205,14 +205,6 @@ std::string FrameKey(std::span<const ChatMessage> messages, const RenderOptions&
   return key;
 }
 
-bool SameRender(const RenderedPrompt& a, const RenderedPrompt& b) {
-  return a.prompt == b.prompt && a.generation_prompt == b.generation_prompt &&
-         a.additional_stops == b.additional_stops && a.supports_thinking == b.supports_thinking &&
-         a.output_format.format == b.output_format.format && a.output_format.parser == b.output_format.parser &&
-         a.output_format.generation_prompt == b.output_format.generation_prompt &&
-         a.output_format.reasoning_format == b.output_format.reasoning_format;
-}
-
 // Conversations that exercise what the preparation touches: a system and a developer
 // message, reasoning, tool calls and their results, a last assistant message, no
 // generation prompt.
@@ -299,7 +291,7 @@ std::unique_ptr<OnePassRender> OnePassRender::Create(const common_chat_templates
       }
       std::optional<RenderedPrompt> once = r->Render(probe.messages, probe.options);
       // Where one pass gives nothing the full render is used, which agrees by itself.
-      if (once && (!full || !SameRender(*full, *once))) return nullptr;
+      if (once && (!full || *full != *once)) return nullptr;
     }
     return r;
   } catch (const std::exception&) {
