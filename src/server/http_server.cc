@@ -338,7 +338,9 @@ void HttpServer::RegisterServerRoutes() {
     res.set_content(out.dump(), "application/json");
   });
   s.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(FormatPrometheus(engine_.stats()) + request_metrics_.FormatPrometheus(), "text/plain; version=0.0.4");
+    res.set_content(FormatPrometheus(engine_.stats()) + FormatTemplateMetrics(builder_.n_spliced()) +
+                        request_metrics_.FormatPrometheus(),
+                    "text/plain; version=0.0.4");
   }));
   s.Get("/v1/cache", Guarded([this](const httplib::Request& req, httplib::Response& res) {
     const auto visible = VisibleNamespaces(req);

@@ -453,3 +453,49 @@ TEST_F(HttpServerTest, MetricsHistogramsCountFinishedRequests) {
 
 }  // namespace
 }  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+int64_t MetricValue(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + name.size() + 2));
+}
+
+// A follow-up sent once warm-ahead has rendered the conversation gets its prompt spliced
+// into that rendering, and /metrics counts it (that the splice equals the whole render is
+// splice_render_test's and warm_ahead_test's).
+TEST_F(HttpServerTest, AFollowUpIsSplicedIntoWarmAheadsRendering) {
+  HttpConfig hc = Config();
+  hc.warm_ahead = true;
+  ASSERT_TRUE(Start(hc));
+  json first = {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}}},
+                {"max_tokens", 4},
+                {"temperature", 0},
+                {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  auto res = server_->client().Post("/v1/chat/completions", first.dump(), "application/json");
+  ASSERT_TRUE(res && res->status == 200);
+  const json reply = json::parse(res->body)["choices"][0]["message"];
+  ASSERT_FALSE(reply.contains("tool_calls") && !reply["tool_calls"].empty()) << reply;
+  auto metrics = [&] {
+    auto m = server_->client().Get("/metrics");
+    return m && m->status == 200 ? m->body : std::string();
+  };
+  // Warm-ahead has rendered the next request once its task is submitted.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (MetricValue(metrics(), "hearth_warm_ahead_tasks_total") < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int64_t spliced = MetricValue(metrics(), "hearth_renders_spliced_total");
+  ASSERT_GE(spliced, 0);
+  json next = first;
+  next["messages"].push_back({{"role", "assistant"}, {"content", reply["content"]}});
+  next["messages"].push_back({{"role", "user"}, {"content", "  And then?\n"}});
+  auto spliced_res = server_->client().Post("/v1/chat/completions", next.dump(), "application/json");
+  ASSERT_TRUE(spliced_res && spliced_res->status == 200);
+  EXPECT_EQ(MetricValue(metrics(), "hearth_renders_spliced_total"), spliced + 1);
+
+}
+
+}  // namespace
+}  // namespace hearth::server

@@ -115,6 +115,14 @@ std::string FormatPrometheus(const EngineStats& s) {
   return out;
 }
 
+std::string FormatTemplateMetrics(int64_t renders_spliced) {
+  std::string out;
+  Add(&out, "renders_spliced_total", "counter",
+      "Requests whose prompt was spliced from warm-ahead's rendering of their conversation instead of rendered whole.",
+      renders_spliced);
+  return out;
+}
+
 }  // namespace hearth::server
 
 namespace hearth::server {

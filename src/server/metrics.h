@@ -58,5 +58,7 @@ class RequestMetrics {
 
 // Every metric is prefixed "hearth_"; counters end in "_total".
 std::string FormatPrometheus(const EngineStats& stats);
+// The chat template's: `renders_spliced`, engine::ChatTemplate::n_spliced.
+std::string FormatTemplateMetrics(int64_t renders_spliced);
 
 }  // namespace hearth::server

@@ -142,7 +142,7 @@ int32_t RequestBuilder::GenerationStart(const std::vector<engine::Token>& prompt
 }
 
 StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::GenerationRequest& request,
-                                                            bool add_generation_prompt) const {
+                                                            bool add_generation_prompt, size_t n_open) const {
   std::vector<api::Message> stable = request.messages;
   stabilizer_.Apply(stable);
   std::vector<engine::ChatMessage> messages;
@@ -164,8 +164,11 @@ StatusOr<engine::RenderedPrompt> RequestBuilder::RenderChat(const api::Generatio
   }
   ro.parallel_tool_calls = request.parallel_tool_calls;
   for (const auto& [key, value] : request.template_kwargs) ro.template_kwargs[key] = value;
-  auto rendered = template_.Render(messages, ro);
-  if (!rendered.ok() && DemoteLateSystemMessages(&messages)) rendered = template_.Render(messages, ro);
+  auto render = [&] {
+    return n_open > 0 ? template_.RenderAndRemember(messages, ro, n_open) : template_.Render(messages, ro);
+  };
+  auto rendered = render();
+  if (!rendered.ok() && DemoteLateSystemMessages(&messages)) rendered = render();
   return rendered;
 }
 
@@ -176,7 +179,8 @@ std::optional<std::string> RequestBuilder::RenderText(const api::GenerationReque
   return std::move(rendered->prompt);
 }
 
-std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::GenerationRequest& request) const {
+std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::GenerationRequest& request,
+                                                                size_t n_open) const {
   BuildResult out;
   if (request.prompt) {
     out.prompt_text = *request.prompt;
@@ -185,7 +189,7 @@ std::variant<BuildResult, api::ApiError> RequestBuilder::Render(const api::Gener
     out.task.snapshot_positions = cache::SnapshotPolicy::RequestPositions({.n_tokens = n, .generation_start = n});
     return out;
   }
-  auto rendered = RenderChat(request);
+  auto rendered = RenderChat(request, /*add_generation_prompt=*/true, n_open);
   if (!rendered.ok()) return BadRequest(rendered.status().message(), "messages");
   out.prompt_text = rendered->prompt;
   // The rendered prompt carries its own control tokens (and BOS where the template wants it).

@@ -55,8 +55,11 @@ class RequestBuilder {
   // numbers); sampling values out of range.
   std::variant<BuildResult, api::ApiError> Build(const api::GenerationRequest& request) const;
 
-  // Only renders and tokenizes (count_tokens, /apply-template, /tokenize).
-  std::variant<BuildResult, api::ApiError> Render(const api::GenerationRequest& request) const;
+  // Only renders and tokenizes (count_tokens, /apply-template, /tokenize). `n_open`: the
+  // last n_open messages hold a placeholder that the conversation's next request fills
+  // with its own messages' contents; the rendering is remembered for that request
+  // (engine::ChatTemplate::RenderAndRemember).
+  std::variant<BuildResult, api::ApiError> Render(const api::GenerationRequest& request, size_t n_open = 0) const;
   // Only renders a chat request's prompt text (stabilized); nullopt when the template
   // rejects it. TokenizeRendered tokenizes such text exactly as Render does.
   std::optional<std::string> RenderText(const api::GenerationRequest& request) const;
@@ -64,6 +67,9 @@ class RequestBuilder {
   std::vector<engine::Token> TokenizeRendered(const std::string& text) const {
     return memo_ ? memo_->Tokenize(text) : model_.Tokenize(text, /*add_bos=*/false, /*parse_special=*/true);
   }
+
+  // Renders spliced into a remembered one (engine::ChatTemplate::n_spliced).
+  int64_t n_spliced() const { return static_cast<int64_t>(template_.n_spliced()); }
 
   // The cache namespace of requests carrying `cache_salt`.
   std::string CacheNamespace(const std::string& cache_salt) const { return cache_namespace_ + "|" + cache_salt; }
@@ -83,7 +89,7 @@ class RequestBuilder {
 
  private:
   StatusOr<engine::RenderedPrompt> RenderChat(const api::GenerationRequest& request,
-                                              bool add_generation_prompt = true) const;
+                                              bool add_generation_prompt = true, size_t n_open = 0) const;
   // The clients' cache hints as task fields: each breakpoint at the deepest snapshot
   // position within its message's end (the last message's: the generation start); a
   // breakpoint that lands before every snapshot, or whose messages the template will not

@@ -231,7 +231,9 @@ std::optional<WarmAheadTask> PlanWarmAhead(const RequestBuilder& builder, const 
   // on the placeholder: where the tokens of the text before it part from the whole
   // rendering's. A template that does not show the placeholder verbatim gets a second
   // render with another placeholder instead (their common prefix ends there too).
-  auto a = builder.Render(NextRequest(request, reply, kPlaceholder));
+  // Remembered, so that the next request's render splices its own messages in.
+  const size_t n_open = reply.tool_calls.empty() ? 1 : reply.tool_calls.size();
+  auto a = builder.Render(NextRequest(request, reply, kPlaceholder), n_open);
   if (!std::holds_alternative<BuildResult>(a)) return std::nullopt;
   const BuildResult& built = std::get<BuildResult>(a);
   const auto& ta = built.task;

@@ -125,6 +125,45 @@ TEST_F(PlanShadowTest, WarmAheadEndsWhereTwoPlaceholdersPart) {
   }
 }
 
+// Warm-ahead's render is remembered, and the next request's own contents are spliced into
+// it instead of the conversation being rendered again: the task is the one a builder that
+// never saw the conversation makes.
+TEST_F(PlanShadowTest, TheNextRequestIsSplicedIntoWarmAheadsRender) {
+  auto fresh_template = engine::ChatTemplate::Create(*model_, tmpl_->source());
+  ASSERT_TRUE(fresh_template.ok());
+  const RequestBuilder fresh(*model_, **fresh_template, 8192, "test");
+  api::Completion plain;
+  plain.content = "Keep states at message ends.";
+  plain.reasoning = "Short answer wanted.";
+  api::Completion calls;
+  calls.content = "Reading two files.";
+  calls.tool_calls = {{"call_1", "read", R"({"path":"a.txt"})"}, {"call_2", "read", R"({"path":"b.txt"})"}};
+  auto with_tools = Request(true);
+  with_tools.tools.push_back({"read", "Reads a file.", R"({"type":"object","properties":{"path":{"type":"string"}}})"});
+  const std::vector<std::pair<api::GenerationRequest, api::Completion>> cases = {{Request(true), plain},
+                                                                                  {with_tools, calls}};
+  for (const auto& [request, reply] : cases) {
+    SCOPED_TRACE(reply.content);
+    ASSERT_TRUE(PlanWarmAhead(*builder_, request, reply).has_value());
+    api::GenerationRequest next = NextRequest(request, reply, "placeholder");
+    for (size_t i = request.messages.size() + 1; i < next.messages.size(); ++i) {
+      next.messages[i].content = "  what the client sent " + std::to_string(i) + "\n";
+    }
+    const size_t before = tmpl_->n_spliced();
+    auto spliced = builder_->Build(next);
+    auto whole = fresh.Build(next);
+    ASSERT_TRUE(std::holds_alternative<BuildResult>(spliced) && std::holds_alternative<BuildResult>(whole));
+    EXPECT_EQ(tmpl_->n_spliced(), before + 1);
+    const GenerationTask& a = std::get<BuildResult>(spliced).task;
+    const GenerationTask& b = std::get<BuildResult>(whole).task;
+    EXPECT_EQ(a.prompt, b.prompt);
+    EXPECT_EQ(a.snapshot_positions, b.snapshot_positions);
+    EXPECT_EQ(a.generation_start, b.generation_start);
+    EXPECT_EQ(a.stop, b.stop);
+    EXPECT_EQ(a.output_format, b.output_format);
+  }
+}
+
 TEST_F(PlanShadowTest, TargetsArePrefixesOfTheFinalRenderingWithoutThinking) {
   api::Completion reply;
   reply.content = "A prefix cache keeps states.\nReuse them: no recompute, ever!  Done.\n\nEnd";
