@@ -28,6 +28,7 @@ struct BenchFlags {
   std::string probes;
   std::optional<int> max_tokens;
   int think_ms = 0;
+  int user_think_ms = 0;
   std::optional<double> temperature = 0.0;
   std::vector<std::string> env;
   bool no_plots = false, no_turn_table = false, quiet = false, no_nonce = false;
@@ -108,6 +109,8 @@ void ResolveRequests(const BenchFlags& f, bench::BenchConfig& c) {
   c.run.progress = !f.quiet;
   if (f.think_ms < 0) Usage("--think-ms must be 0 or more");
   c.run.think = std::chrono::milliseconds(f.think_ms);
+  if (f.user_think_ms < 0) Usage("--user-think-ms must be 0 or more");
+  c.run.user_think = std::chrono::milliseconds(f.user_think_ms);
   if (!f.replay_flavor.empty()) c.replay_flavor = ParseFlavor(f.replay_flavor);
   if (f.max_tokens) {
     c.spec.max_tokens = *f.max_tokens;
@@ -208,6 +211,10 @@ void AddSessionFlags(CLI::App* cmd, BenchFlags& f) {
   cmd->add_option("--warmup", c.run.warmup, "untimed requests per server first")->capture_default_str();
   cmd->add_option("--think-ms", f.think_ms,
                   "pause before each follow-up turn, from that session's last reply (a user reading, a tool running)")
+      ->capture_default_str();
+  cmd->add_option("--user-think-ms", f.user_think_ms,
+                  "pause before each follow-up that adds a user message (a person reading the reply; "
+                  "tool results go after --think-ms)")
       ->capture_default_str();
   cmd->add_option("--flavor", f.flavor, "API: openai or anthropic")->capture_default_str();
   cmd->add_option("--alternate", f.alternate, "with --compare: alternate by session or turn")->capture_default_str();

@@ -1,5 +1,6 @@
 #include "bench/runner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -56,6 +57,10 @@ std::string DefaultLabel(const Json& models, const Endpoint& ep) {
 }
 
 }  // namespace
+
+std::chrono::milliseconds FollowUpPause(const TurnPlan& turn, const RunOptions& options) {
+  return turn.tool_results ? options.think : std::max(options.think, options.user_think);
+}
 
 std::chrono::milliseconds ThinkWait(std::chrono::steady_clock::time_point replied_at,
                                     std::chrono::steady_clock::time_point now, std::chrono::milliseconds think) {
@@ -210,7 +215,7 @@ void Runner::RunStep(Server& server, const Workload& w, int session, int turn) {
     c.messages.push_back(c.reply_to_send.value_or(Json{{"role", "assistant"}, {"content", ""}}));
     if (!c.reply_scripted) n_carried = static_cast<int>(c.messages.size());
     // After the hook: a restart it made counts towards the pause, as it would for a user.
-    std::this_thread::sleep_for(ThinkWait(c.replied_at, std::chrono::steady_clock::now(), options_.think));
+    std::this_thread::sleep_for(ThinkWait(c.replied_at, std::chrono::steady_clock::now(), FollowUpPause(tp, options_)));
   }
   if (tp.system) c.messages[0]["content"] = *tp.system;
   for (const Json& m : tp.added) c.messages.push_back(m);
@@ -377,6 +382,7 @@ Json Runner::Environment() const {
                     {"temperature", options_.temperature ? Json(*options_.temperature) : Json(nullptr)},
                     {"warmup", options_.warmup},
                     {"think_ms", options_.think.count()},
+                    {"user_think_ms", options_.user_think.count()},
                     {"send_session_key", options_.send_session_key},
                     {"alternate", options_.alternate == Alternate::kSession ? "session" : "turn"}};
   env["notes"] = notes_;

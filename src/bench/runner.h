@@ -53,9 +53,16 @@ struct RunOptions {
   // other sessions sent meanwhile count towards it. Zero: at once. Not used by Replay or
   // Sweep, whose requests have no reply to think about.
   std::chrono::milliseconds think{0};
+  // The same pause before the follow-ups that add a user message only (a person answering;
+  // tool results still go after `think`): the longer of the two applies there.
+  std::chrono::milliseconds user_think{0};
   // Send each workload session's id (with the run's nonce) as its session key (wire.h).
   bool send_session_key = false;
 };
+
+// The pause before a follow-up turn: `think`, or for one that adds a user message the
+// longer of `think` and `user_think`.
+std::chrono::milliseconds FollowUpPause(const TurnPlan& turn, const RunOptions& options);
 
 // How long to wait before a follow-up whose previous reply ended at `replied_at`, so that
 // `think` has passed when it is sent: zero when it already has.

@@ -30,6 +30,18 @@ TEST(ThinkWaitTest, NoPauseAsked) {
   EXPECT_EQ(ThinkWait(kReplied, kReplied, milliseconds(0)), milliseconds(0));
 }
 
+TEST(FollowUpPauseTest, UserThinkPausesOnlyBeforeUserMessages) {
+  RunOptions options;
+  options.think = milliseconds(200);
+  options.user_think = milliseconds(3000);
+  TurnPlan user, tool;
+  tool.tool_results = true;
+  EXPECT_EQ(FollowUpPause(user, options), milliseconds(3000));
+  EXPECT_EQ(FollowUpPause(tool, options), milliseconds(200)) << "a tool answers after --think-ms";
+  options.user_think = milliseconds(100);
+  EXPECT_EQ(FollowUpPause(user, options), milliseconds(200)) << "the longer of the two";
+}
+
 // An OpenAI-shaped server that answers every chat request with one streamed word, and
 // notes when each request arrived.
 class FakeServer {
