@@ -164,6 +164,34 @@ TEST_F(SchedulerTest, ARequestPreemptsRunningWarmAhead) {
   EXPECT_EQ(Runs(0), "request beta");
 }
 
+// Invariant 2: warm-ahead for the turn after a reply is stale once a request of that
+// conversation begins with its prompt up to its fork, even one that carries another reply
+// in its place (an agent's scripted call): it ends unrun. Without a fork it waits for
+// the request to end, then runs.
+TEST_F(SchedulerTest, ARequestPastAWarmAheadsForkMakesItStale) {
+  for (int32_t fork : {10, 0}) {
+    SCOPED_TRACE(fork);
+    Open(/*n_parallel=*/1);
+    QueuedWarmAhead w;
+    w.task.prompt = Prompt("alpha");
+    w.task.fork = fork;
+    w.stream = std::make_shared<RequestStream>();
+    ASSERT_TRUE(tasks_->Push(w).ok());
+    QueuedTask q;  // the conversation through the fork, then another reply
+    q.task.prompt.assign(w.task.prompt.begin(), w.task.prompt.begin() + 10);
+    const auto other = Prompt("beta");
+    q.task.prompt.insert(q.task.prompt.end(), other.begin() + 1, other.end());
+    q.stream = std::make_shared<RequestStream>();
+    ASSERT_TRUE(tasks_->Push(q).ok());
+    scheduler_->Schedule();
+    ASSERT_NE(Runs(0), "");
+    EXPECT_EQ(EndedDone(*w.stream), fork > 0) << "the stale task ends unrun, at once";
+    hooks_.EndSlot(*scheduler_->slots()[0], api::FinishReason::kStop);
+    scheduler_->Schedule();
+    EXPECT_EQ(Runs(0), fork > 0 ? "" : "warm-ahead alpha");
+  }
+}
+
 // The ladder, invariants 1, 3 and 4: shadows first, then the youngest prefill goes back
 // to the queue (even a full one), then the youngest of the generating requests pauses;
 // a paused request resumes before anything queued is admitted, once the older ones end.

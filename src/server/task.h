@@ -72,12 +72,22 @@ struct WarmAheadTask {
   // so they are taken even when a kept shadow reaches further). Unset: no limit.
   std::optional<int32_t> max_resume;
   std::chrono::steady_clock::time_point submitted{};  // set by Submit
+  // Where the prompt leaves the prompt of the request whose reply it prepares the next
+  // turn for (that reply, or earlier where the template re-renders history). A later
+  // request of the conversation that begins with these tokens is the next turn, or a
+  // turn past it: it came after that reply, with it or with another in its place (an
+  // agent's scripted call, an edit). 0: unknown.
+  int32_t fork = 0;
 
   // How many of the prompt's first tokens a request must begin with for this work to be
-  // stale (it computes or reuses them itself): up to max_resume for a cut reply, whose
-  // end the client may have read less of than was written.
+  // stale (it computes or reuses them itself, or went another way): up to the fork, and
+  // up to max_resume for a cut reply, whose end the client may have read less of than
+  // was written.
   size_t StalePrefix() const {
-    return max_resume ? std::min(prompt.size(), static_cast<size_t>(std::max(0, *max_resume))) : prompt.size();
+    size_t n = prompt.size();
+    if (fork > 0) n = std::min(n, static_cast<size_t>(fork));
+    if (max_resume) n = std::min(n, static_cast<size_t>(std::max(0, *max_resume)));
+    return n;
   }
 };
 

@@ -284,7 +284,7 @@ WarmAhead::~WarmAhead() {
 
 void WarmAhead::OnFinished(const GenerationTask& task, const api::Completion& reply) {
   if (!task.request) return;
-  Push({task.request, reply, nullptr, {}});
+  Push({task.request, reply, nullptr, task.prompt});
 }
 
 void WarmAhead::OnProgress(const GenerationTask& task, const api::Completion& partial,
@@ -355,6 +355,7 @@ void WarmAhead::RunJob(Job& job) {
       job.mailbox->Skip();
     }
   } else if (auto task = PlanWarmAhead(builder_, *job.request, job.reply)) {
+    task->fork = static_cast<int32_t>(CommonPrefix(task->prompt, job.prompt));
     (void)engine_.Submit(std::move(*task));
   }
 }

@@ -91,7 +91,7 @@ class WarmAhead {
     std::shared_ptr<const api::GenerationRequest> request;
     api::Completion reply;
     std::shared_ptr<ShadowMailbox> mailbox;  // set for progress jobs
-    std::vector<engine::Token> prompt;       // the request's prompt, for a mailbox's first job
+    std::vector<engine::Token> prompt;       // the request's prompt: a mailbox's first job, a reply's end
   };
   void Push(Job job);
   void Run();
