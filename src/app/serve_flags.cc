@@ -238,8 +238,9 @@ void AddPrefixCacheFlags(CLI::App& cmd, ServeFlags& f) {
   cmd.add_flag("!--no-warm-ahead", f.http.warm_ahead, "do not prepare the next turn while idle")->group(kCache);
   cmd.add_option("--shadow-prefill", f.shadow_prefill,
                  "where the next turn's form of a reply is prefilled while the reply decodes: with-decode (a few "
-                 "tokens beside each decode step), after-reply (when it ends, then warm-ahead), off, or auto "
-                 "(with-decode on a GPU build, after-reply on a CPU-only one)")
+                 "tokens beside each decode step), after-reply (when it ends, then warm-ahead; a re-rendered tool "
+                 "loop in whole tiles beside the decode), reply-end (when it ends, the rest in the pause before "
+                 "the next request), off, or auto (with-decode on a GPU build, after-reply on a CPU-only one)")
       ->capture_default_str()
       ->group(kCache);
   cmd.add_flag("!--no-cache", f.engine.prefix_cache,
@@ -307,8 +308,11 @@ Status FinishServeFlags(ServeFlags& f) {
     f.engine.shadow_feed = server::ShadowFeed::kWithDecode;
   } else if (f.shadow_prefill == "after-reply") {
     f.engine.shadow_feed = server::ShadowFeed::kAfterReply;
+  } else if (f.shadow_prefill == "reply-end") {
+    f.engine.shadow_feed = server::ShadowFeed::kReplyEnd;
   } else {
-    return InvalidArgument("--shadow-prefill takes with-decode, after-reply, off or auto; got '" + f.shadow_prefill + "'");
+    return InvalidArgument("--shadow-prefill takes with-decode, after-reply, reply-end, off or auto; got '" +
+                           f.shadow_prefill + "'");
   }
   f.model.devices = SplitList(f.devices);
   if (!f.devices.empty() && f.model.devices.empty()) return InvalidArgument("-dev/--device names no device");

@@ -90,7 +90,8 @@ TEST(ServeFlagsTest, ShadowPrefillChoosesWhereShadowsAreFed) {
     EXPECT_EQ(f.engine.shadow_feed, server::DefaultShadowFeed());  // auto: the engine's default for its backend
   }
   for (const auto& [value, feed] : {std::pair{"with-decode", server::ShadowFeed::kWithDecode},
-                                    std::pair{"after-reply", server::ShadowFeed::kAfterReply}}) {
+                                    std::pair{"after-reply", server::ShadowFeed::kAfterReply},
+                                    std::pair{"reply-end", server::ShadowFeed::kReplyEnd}}) {
     ServeFlags f;
     ASSERT_TRUE(Parse({"-m", "model.gguf", "--shadow-prefill", value}, f).ok()) << value;
     EXPECT_EQ(f.engine.shadow_feed, feed) << value;

@@ -17,7 +17,8 @@
 //     ask for logits, and none is planned while a request prefills.
 //  5. A request's last prompt token, and every decode token, asks for logits; its index
 //     in the plan is the slot's logits_index.
-//  6. Without limits.shadows_in_steps no shadow token is planned (shadow_tokens all 0).
+//  6. Without limits.shadows_in_steps a shadow token is planned only in whole tiles, and
+//     without limits.shadow_tiles too none is (shadow_tokens all 0).
 #pragma once
 
 #include <cstddef>
@@ -59,8 +60,10 @@ struct BatchLimits {
   // Whether shadows are fed in these steps, beside their replies' decode tokens (a shadow
   // lives only while its reply decodes). false (server::ShadowFeed::kAfterReply, where a
   // step's every token costs compute): only in whole background chunks while two or more
-  // wait, the rest when their reply ends.
+  // wait, and only where shadow_tiles (server::ShadowFeed::kReplyEnd: never); the rest
+  // when their reply ends.
   bool shadows_in_steps = true;
+  bool shadow_tiles = true;
 };
 
 struct PlannedToken {

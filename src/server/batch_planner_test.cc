@@ -164,6 +164,18 @@ TEST(BatchPlannerTest, ShadowsFarBehindGoInWholeTilesWhenNotFedInSteps) {
   EXPECT_EQ(planned({40, 200}), 64u) << "no end within the next tile: one tile";
 }
 
+// Without tiles (--shadow-prefill reply-end) nothing goes beside the decode, however far
+// behind the shadow is: warm-ahead takes the rest after the reply.
+TEST(BatchPlannerTest, NoShadowTokensInTheStepsWithoutTiles) {
+  const auto target = Iota(600), g = Iota(3);
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g)};
+  const std::vector<ShadowCandidate> s = {{.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 300}};
+  const BatchPlan plan =
+      PlanBatch(c, s, {.n_batch = 512, .background_chunk = 64, .shadows_in_steps = false, .shadow_tiles = false});
+  EXPECT_EQ(plan.shadow_tokens.at(0), 0u);
+  EXPECT_EQ(plan.tokens.size(), 1u) << "the decode token alone";
+}
+
 TEST(BatchPlannerTest, IdleSlotsPlanNothing) {
   const auto p = Iota(4);
   BatchCandidate done = Prefilling(0, 0, p, 4);  // prompt in, first token not sampled yet

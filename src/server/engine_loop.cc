@@ -56,7 +56,8 @@ Status EngineLoop::Open() {
   ctx_ = std::move(*ctx);
   runner_ = std::make_unique<Runner>(*ctx_, BatchLimits{.n_batch = config_.context.n_batch,
                                                         .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor()),
-                                                        .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode});
+                                                        .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode,
+                                                        .shadow_tiles = config_.shadow_feed != ShadowFeed::kReplyEnd});
   sequences_ = std::make_unique<ContextSequenceStore>(*ctx_);
   if (!config_.cache_dir.empty()) {
     cache::DiskStore::Options options;

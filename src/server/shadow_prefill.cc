@@ -44,6 +44,7 @@ const char* ShadowFeedName(ShadowFeed feed) {
     case ShadowFeed::kOff: return "off";
     case ShadowFeed::kWithDecode: return "with-decode";
     case ShadowFeed::kAfterReply: return "after-reply";
+    case ShadowFeed::kReplyEnd: return "reply-end";
   }
   return "after-reply";
 }
@@ -80,7 +81,7 @@ void ShadowPrefill::Start(Slot& slot) {
 }
 
 // Targets end where more text cannot tokenize differently (StableTextLength). Fed only
-// when the reply ends (kAfterReply), the shadow needs a recent target then, not one per
+// when the reply ends (kAfterReply, kReplyEnd), the shadow needs a recent target then, not one per
 // token: within a phase (reasoning, content, tool calls) one every
 // kAfterReplyRenderTokens tokens. Each render is a pass of Jinja over the whole
 // conversation on the worker thread, which shares the CPU with the decode.
@@ -92,7 +93,7 @@ void ShadowPrefill::PostProgress(Slot& slot) {
   const std::string& growing = phase == 0 ? out.reasoning : out.content;
   const size_t mark = phase == 2 ? out.tool_calls.size() : StableTextLength(growing);
   if (std::pair(phase, mark) == sh.posted) return;
-  if (options_.feed == ShadowFeed::kAfterReply && phase == sh.posted.first &&
+  if (options_.feed != ShadowFeed::kWithDecode && phase == sh.posted.first &&
       slot.generated.size() < sh.posted_at + kAfterReplyRenderTokens) {
     return;
   }

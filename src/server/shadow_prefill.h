@@ -21,8 +21,9 @@
 //     (RecordFed, and the drain's own decodes); a failed decode changes nothing.
 //  4. A target that leaves what the shadow holds starts it over from an earlier boundary
 //     (at most a few times per request) or ends it.
-//  5. Nothing is fed beside the decode steps unless the feed is ShadowFeed::kWithDecode
-//     (the batch planner's shadows_in_steps), and nothing at all with ShadowFeed::kOff.
+//  5. Nothing is fed beside the decode steps but with ShadowFeed::kWithDecode (the batch
+//     planner's shadows_in_steps) and kAfterReply's whole tiles (shadow_tiles), and
+//     nothing at all with ShadowFeed::kOff.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,11 @@ enum class ShadowFeed {
   // times per token what a 64-token step does: a shadow fed 8 at a time beside the
   // decode slowed it by a third.
   kAfterReply,
+  // When the reply ends only, as kAfterReply but without the tiles: a re-rendered tool
+  // loop is left to warm-ahead in the pause before the next request (a person reading),
+  // and the replies decode at the engine's speed. A client that answers at once then
+  // prefills that loop itself (docs/benchmarks.md, "Shadow prefill").
+  kReplyEnd,
 };
 // kWithDecode where llama.cpp was built with a GPU backend (engine::GpuOffloadBuilt),
 // else kAfterReply.
