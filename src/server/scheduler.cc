@@ -179,6 +179,7 @@ bool Scheduler::AdmitRequest(QueuedTask q, size_t slot_index) {
     tasks_.PushFront(std::move(q));
     return false;
   }
+  MakeRoomAhead(static_cast<int64_t>(q.task.prompt.size()) - report.n_reused);
   auto slot = std::make_unique<Slot>();
   slot->lease = std::move(lease);
   slot->resume = report;

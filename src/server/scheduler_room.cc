@@ -16,6 +16,24 @@ bool Scheduler::MakeRoom() {
          PauseYoungestGenerating();
 }
 
+// llama.cpp attends over every KV cell up to the highest one in use, whichever sequence
+// holds it, and places a batch in the first free cells from where the last one went (from
+// the start when enough lie below). A prefill that the ladder makes room for midway has
+// put its first tokens above an idle cached sequence's: all of it then attends over the
+// whole cache (on the tiny model a 37k-token prompt after another took 1.2-1.4 times as
+// long). So the room is made before its first token. The cells in use are counted as the
+// sum of the sequences' lengths, which counts a forked sequence's shared cells twice: at
+// worst a sequence moves to RAM that could have stayed.
+void Scheduler::MakeRoomAhead(int64_t n_tokens) {
+  auto n_used = [this] {
+    int64_t n = 0;
+    for (int32_t seq = 0; seq < config_.context.n_seq_max; ++seq) n += ctx_.SeqLength(seq);
+    return n;
+  };
+  while (n_used() + n_tokens > config_.context.n_ctx && cache_.EvictIdleDevice()) {
+  }
+}
+
 void Scheduler::Free(const Slot& slot) {
   wait_for_room_ = false;  // its cells, or the cache's hold on them, can be had now
   for (auto& s : slots_) {

@@ -238,6 +238,50 @@ TEST_F(SchedulerTest, LadderRequeuesAPrefillThenPausesTheYoungestGenerating) {
   EXPECT_EQ(std::count(hooks_.calls.begin(), hooks_.calls.end(), "fail"), 0);
 }
 
+// Invariant 6: a prompt that will not fit beside an idle cached sequence takes its room
+// before its first decode; one that fits leaves the cached sequence where it is.
+TEST_F(SchedulerTest, APromptThatWillNotFitTakesItsRoomBeforeItsFirstDecode) {
+  Open(/*n_parallel=*/1);
+  auto long_prompt = [this](const std::string& word) {
+    std::vector<engine::Token> p;
+    for (int i = 0; i < 12; ++i) {
+      const auto part = Prompt(word + std::to_string(i));
+      p.insert(p.end(), part.begin() + (p.empty() ? 0 : 1), part.end());
+    }
+    return p;
+  };
+  const auto alpha = long_prompt("alpha");
+  const auto beta = long_prompt("beta");
+  ASSERT_GT(static_cast<int>(alpha.size() + beta.size()), config_.context.n_ctx);
+  ASSERT_LT(static_cast<int>(alpha.size() + Prompt("one").size()), config_.context.n_ctx);
+  QueuedTask first;
+  first.task.prompt = alpha;
+  first.stream = std::make_shared<RequestStream>();
+  ASSERT_TRUE(tasks_->Push(first).ok());
+  scheduler_->Schedule();
+  Prefilled(0, alpha.size());
+  Slot& done = *scheduler_->slots()[0];
+  const int32_t alpha_seq = done.lease.seq();
+  done.lease.Adopt("", alpha);  // an idle cached sequence now
+  scheduler_->Free(done);
+  ASSERT_EQ(ctx_->SeqLength(alpha_seq), static_cast<int>(alpha.size()));
+
+  PushRequest("one");  // fits beside it
+  scheduler_->Schedule();
+  ASSERT_EQ(Runs(0), "request one");
+  EXPECT_EQ(ctx_->SeqLength(alpha_seq), static_cast<int>(alpha.size())) << "moved to RAM for a prompt that fits";
+  hooks_.EndSlot(*scheduler_->slots()[0], api::FinishReason::kStop);
+
+  QueuedTask second;
+  second.task.prompt = beta;
+  second.stream = std::make_shared<RequestStream>();
+  ASSERT_TRUE(tasks_->Push(second).ok());
+  scheduler_->Schedule();
+  ASSERT_NE(scheduler_->slots()[0], nullptr);
+  EXPECT_EQ(ctx_->SeqLength(alpha_seq), 0) << "the cached sequence still holds its cells";
+  EXPECT_EQ(cache_->ResumableDepth("", alpha), static_cast<int32_t>(alpha.size())) << "its state is kept in RAM";
+}
+
 // engine_loop.h's invariant 2: a task whose admission throws is in no queue and no slot,
 // where the step's failure would reach it; it ends with an error before the step fails.
 TEST_F(SchedulerTest, ATaskWhoseAdmissionThrowsEndsWithAnError) {
