@@ -240,7 +240,8 @@ void AddPrefixCacheFlags(CLI::App& cmd, ServeFlags& f) {
                  "where the next turn's form of a reply is prefilled while the reply decodes: with-decode (a few "
                  "tokens beside each decode step), after-reply (when it ends, then warm-ahead; a re-rendered tool "
                  "loop in whole tiles beside the decode), reply-end (when it ends, the rest in the pause before "
-                 "the next request), off, or auto (with-decode on a GPU build, after-reply on a CPU-only one)")
+                 "the next request), paced (reply-end where clients are seen to pause long enough before a user "
+                 "turn, else after-reply), off, or auto (with-decode on a GPU build, paced on a CPU-only one)")
       ->capture_default_str()
       ->group(kCache);
   cmd.add_flag("!--no-cache", f.engine.prefix_cache,
@@ -310,8 +311,10 @@ Status FinishServeFlags(ServeFlags& f) {
     f.engine.shadow_feed = server::ShadowFeed::kAfterReply;
   } else if (f.shadow_prefill == "reply-end") {
     f.engine.shadow_feed = server::ShadowFeed::kReplyEnd;
+  } else if (f.shadow_prefill == "paced") {
+    f.engine.shadow_feed = server::ShadowFeed::kPaced;
   } else {
-    return InvalidArgument("--shadow-prefill takes with-decode, after-reply, reply-end, off or auto; got '" +
+    return InvalidArgument("--shadow-prefill takes with-decode, after-reply, reply-end, paced, off or auto; got '" +
                            f.shadow_prefill + "'");
   }
   f.model.devices = SplitList(f.devices);

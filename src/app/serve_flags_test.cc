@@ -91,7 +91,8 @@ TEST(ServeFlagsTest, ShadowPrefillChoosesWhereShadowsAreFed) {
   }
   for (const auto& [value, feed] : {std::pair{"with-decode", server::ShadowFeed::kWithDecode},
                                     std::pair{"after-reply", server::ShadowFeed::kAfterReply},
-                                    std::pair{"reply-end", server::ShadowFeed::kReplyEnd}}) {
+                                    std::pair{"reply-end", server::ShadowFeed::kReplyEnd},
+                                    std::pair{"paced", server::ShadowFeed::kPaced}}) {
     ServeFlags f;
     ASSERT_TRUE(Parse({"-m", "model.gguf", "--shadow-prefill", value}, f).ok()) << value;
     EXPECT_EQ(f.engine.shadow_feed, feed) << value;

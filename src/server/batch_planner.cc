@@ -38,8 +38,8 @@ void PlanPrefill(const BatchCandidate& c, const BatchLimits& limits, int& budget
 // (limits.shadows_in_steps false: a CPU), only whole background chunks (one flash-attention
 // tile) while two or more wait, as a re-rendered tool loop does: per token those cost what
 // the next turn's own prefill would, and the drain at the reply's end takes at most one.
-// Without limits.shadow_tiles none: the reply decodes alone, and warm-ahead takes the rest
-// in the pause after it.
+// A shadow without `tiles` gets none: the reply decodes alone, and warm-ahead takes the
+// rest in the pause after it.
 size_t PlanShadow(const ShadowCandidate& s, const BatchLimits& limits, int& budget, BatchPlan& plan) {
   const size_t at = s.n_held;
   const auto next_end = [&](size_t from) {
@@ -55,7 +55,7 @@ size_t PlanShadow(const ShadowCandidate& s, const BatchLimits& limits, int& budg
     // Up to the next message end, where the shadow keeps a state.
     if (const size_t end = next_end(at); end < at + n) n = end - at;
   } else {
-    if (!limits.shadow_tiles) return 0;
+    if (!s.tiles) return 0;
     const int tile = limits.background_chunk;
     if (s.unfed < 2 * tile || budget < 2 * tile) return 0;
     n = static_cast<size_t>(tile);

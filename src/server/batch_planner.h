@@ -18,7 +18,7 @@
 //  5. A request's last prompt token, and every decode token, asks for logits; its index
 //     in the plan is the slot's logits_index.
 //  6. Without limits.shadows_in_steps a shadow token is planned only in whole tiles, and
-//     without limits.shadow_tiles too none is (shadow_tokens all 0).
+//     only for a shadow whose ShadowCandidate::tiles is set.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +51,9 @@ struct ShadowCandidate {
   size_t n_held = 0;                         // positions the shadow holds (fork + fed)
   int unfed = 0;                             // target tokens past n_held, >= 0
   std::span<const int32_t> message_ends;     // ascending
+  // Without limits.shadows_in_steps: whether it may take whole tiles beside the decode
+  // (server::ShadowFeed decides: never with kReplyEnd, by the client's pause with kPaced).
+  bool tiles = true;
 };
 
 struct BatchLimits {
@@ -58,12 +61,11 @@ struct BatchLimits {
   int background_chunk = 32;  // tokens per step for warm-ahead prefill
   int shadow_chunk = 8;       // the smallest shadow chunk; fewer waiting: none this step
   // Whether shadows are fed in these steps, beside their replies' decode tokens (a shadow
-  // lives only while its reply decodes). false (server::ShadowFeed::kAfterReply, where a
-  // step's every token costs compute): only in whole background chunks while two or more
-  // wait, and only where shadow_tiles (server::ShadowFeed::kReplyEnd: never); the rest
-  // when their reply ends.
+  // lives only while its reply decodes). false (server::ShadowFeed::kAfterReply and the
+  // others made for a CPU, where a step's every token costs compute): only in whole
+  // background chunks while two or more wait, and only for a shadow whose `tiles` is set;
+  // the rest when their reply ends.
   bool shadows_in_steps = true;
-  bool shadow_tiles = true;
 };
 
 struct PlannedToken {

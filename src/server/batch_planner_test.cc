@@ -164,16 +164,19 @@ TEST(BatchPlannerTest, ShadowsFarBehindGoInWholeTilesWhenNotFedInSteps) {
   EXPECT_EQ(planned({40, 200}), 64u) << "no end within the next tile: one tile";
 }
 
-// Without tiles (--shadow-prefill reply-end) nothing goes beside the decode, however far
-// behind the shadow is: warm-ahead takes the rest after the reply.
-TEST(BatchPlannerTest, NoShadowTokensInTheStepsWithoutTiles) {
+// A shadow without tiles (--shadow-prefill reply-end, or paced where the client's pause
+// holds the rest) gets nothing beside the decode, however far behind it is: warm-ahead
+// takes the rest after the reply. Another shadow in the same step still gets its tile.
+TEST(BatchPlannerTest, NoShadowTokensInTheStepsForAShadowWithoutTiles) {
   const auto target = Iota(600), g = Iota(3);
-  const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g)};
-  const std::vector<ShadowCandidate> s = {{.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 300}};
-  const BatchPlan plan =
-      PlanBatch(c, s, {.n_batch = 512, .background_chunk = 64, .shadows_in_steps = false, .shadow_tiles = false});
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g), Generating(1, 1, 3, 1, g)};
+  const std::vector<ShadowCandidate> s = {
+      {.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 300, .tiles = false},
+      {.slot = 1, .seq = 3, .target = target, .n_held = 10, .unfed = 300}};
+  const BatchPlan plan = PlanBatch(c, s, {.n_batch = 512, .background_chunk = 64, .shadows_in_steps = false});
   EXPECT_EQ(plan.shadow_tokens.at(0), 0u);
-  EXPECT_EQ(plan.tokens.size(), 1u) << "the decode token alone";
+  EXPECT_EQ(plan.shadow_tokens.at(1), 64u) << "the other shadow's tile";
+  EXPECT_EQ(plan.tokens.size(), 2u + 64u) << "the decode tokens and one tile";
 }
 
 TEST(BatchPlannerTest, IdleSlotsPlanNothing) {

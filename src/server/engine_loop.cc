@@ -56,8 +56,7 @@ Status EngineLoop::Open() {
   ctx_ = std::move(*ctx);
   runner_ = std::make_unique<Runner>(*ctx_, BatchLimits{.n_batch = config_.context.n_batch,
                                                         .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor()),
-                                                        .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode,
-                                                        .shadow_tiles = config_.shadow_feed != ShadowFeed::kReplyEnd});
+                                                        .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode});
   sequences_ = std::make_unique<ContextSequenceStore>(*ctx_);
   if (!config_.cache_dir.empty()) {
     cache::DiskStore::Options options;
@@ -83,7 +82,8 @@ Status EngineLoop::Open() {
                                              ShadowPrefill::Options{.feed = config_.shadow_feed,
                                                                     .wait_ms = config_.shadow_wait_ms,
                                                                     .n_batch = config_.context.n_batch,
-                                                                    .verbose = config_.verbose},
+                                                                    .verbose = config_.verbose,
+                                                                    .pause = &pause_},
                                              stats_, on_progress_);
   if (config_.open_shared_tier && config_.prefix_cache) {
     auto shared = config_.open_shared_tier(StateScope(config_.cache_namespace, ctx_->StateLayout()));
@@ -133,6 +133,9 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
   auto stream = std::make_shared<RequestStream>();
   if (task.received == Clock::time_point{}) task.received = Clock::now();
   task.submitted = Clock::now();
+  const bool adds_user_message =
+      task.request != nullptr && !task.request->messages.empty() && task.request->messages.back().role == "user";
+  pause_.RequestArrived(task.cache_namespace, task.prompt, adds_user_message, task.received);
   HEARTH_RETURN_IF_ERROR(tasks_.Push(QueuedTask{std::move(task), stream}));
   return stream;
 }
@@ -140,6 +143,8 @@ StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(GenerationTask task)
 StatusOr<std::shared_ptr<RequestStream>> EngineLoop::Submit(WarmAheadTask task) {
   auto stream = std::make_shared<RequestStream>();
   task.submitted = Clock::now();
+  pause_.ReplyEnded(task.cache_namespace, task.prompt, static_cast<size_t>(std::max(task.fork, 0)),
+                    task.reply_ended == Clock::time_point{} ? task.submitted : task.reply_ended);
   HEARTH_RETURN_IF_ERROR(tasks_.Push(QueuedWarmAhead{std::move(task), stream}));
   return stream;
 }
@@ -187,9 +192,10 @@ void EngineLoop::Step() {
     }
     return;
   }
-  last_busy_ = Clock::now();
+  const auto started = last_busy_ = Clock::now();
   Status s = runner_->Decode([this] { return scheduler_->MakeRoom(); }, [this] { PlanStep(); });
   if (runner_->empty()) return;
+  if (s.ok()) NotePrefillSpeed(Clock::now() - started);
   // Counted before the step's outcomes are: a reader who sees a task done sees its decodes.
   stats_.Update([](EngineStats& st) { st.decode_calls++; });
   if (!s.ok()) {
@@ -200,6 +206,18 @@ void EngineLoop::Step() {
     return;
   }
   CommitStep();
+}
+
+// A step of prompt tokens alone, at least a warm-ahead chunk long, tells ClientPause how
+// fast the pause after a reply prefills (a step with a reply's token, or a shadow's beside
+// it, would not).
+void EngineLoop::NotePrefillSpeed(Clock::duration took) {
+  if (runner_->n_tokens() < runner_->limits().background_chunk) return;
+  for (const auto& slot : slots()) {
+    if (!slot) continue;
+    if ((slot->in_batch && slot->pending) || (slot->shadow && slot->shadow->n_in_batch > 0)) return;
+  }
+  pause_.PrefillStep(runner_->n_tokens(), took);
 }
 
 // Ends every request in a slot with `error`; their sequences go back empty. Paused

@@ -161,7 +161,8 @@ class EngineLoop : private SchedulerHooks {
   void FailInFlight(const Status& error);
   void AnswerWaiting(const Status& error);
   bool WaitForWork();
-  int BusySlots() const;  // slots holding a request
+  int BusySlots() const;
+  void NotePrefillSpeed(std::chrono::steady_clock::duration took);  // slots holding a request
   void PlanStep();
   void CommitStep();
   void TakeSnapshots(Slot& slot, bool first_token_out);
@@ -213,6 +214,7 @@ class EngineLoop : private SchedulerHooks {
 
   mutable std::mutex summary_mu_;
   std::shared_ptr<const cache::CacheSummary> cache_summary_;  // guarded by summary_mu_; refreshed by the loop when idle, else every 250 ms
+  ClientPause pause_;          // its own lock: Submit records, the shadows read (kPaced)
   RequestLog recent_;          // its own lock
   StatsBoard stats_;           // its own lock; queued is read from tasks_ when read
   std::thread thread_;

@@ -44,6 +44,8 @@ class Runner {
   engine::Token Sample(Slot& slot) const { return slot.sampler->Sample(ctx_, *slot.logits_index); }
 
   bool empty() const { return batch_.empty(); }
+  int n_tokens() const { return batch_.size(); }
+  const BatchLimits& limits() const { return limits_; }
   void Clear() { batch_.Clear(); }
 
  private:

@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "server/test_server.h"
 
@@ -88,6 +89,72 @@ TEST(ShadowFeedTest, WithDecodeFeedsTheShadowBesideTheDecode) {
   EXPECT_GT(t.with_decode, t.shadow_tokens - t.with_decode) << "most of it beside the decode, the rest at the end";
   EXPECT_EQ(t.kept, 1);
   EXPECT_LE(t.follow_up_prefilled, t.follow_up_new + 8) << "new " << t.follow_up_new;
+}
+
+// --shadow-prefill paced: while nothing is known of the client, a tool loop's re-rendered
+// form goes beside the reply's decode in tiles (after-reply); once the conversation's
+// user turns have come after pauses that hold its prefill, the replies decode alone and
+// warm-ahead prepares the loop in the pause, so the user turn still prefills only itself.
+TEST(ShadowFeedTest, PacedFeedsAToolLoopBesideTheDecodeOnlyUntilItsClientIsSeenToPause) {
+  EngineConfig ec = OneSlotConfig();
+  ec.shadow_feed = ShadowFeed::kPaced;
+  ec.shadow_wait_ms = 5000;
+  HttpConfig hc;
+  hc.model_alias = "tiny";
+  TestServer server(ec, hc);
+  ASSERT_TRUE(server.ok());
+  const json tools = json::array({{{"type", "function"},
+                                   {"function",
+                                    {{"name", "read_file"},
+                                     {"description", "Reads a file"},
+                                     {"parameters", {{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}}}}}}}}});
+  json messages = {{{"role", "system"}, {"content", "You are a coding agent. " + std::string(200, 'a')}},
+                   {{"role", "user"}, {"content", "Find the bug in the parser."}}};
+  int n_calls = 0;
+  json last;
+  // The user turn (already in `messages`) and `calls` tool turns, each reply replaced by
+  // the client's scripted call and its result, then the model's answer. Returns the
+  // shadow tokens fed beside the decode meanwhile.
+  auto loop = [&](int calls) {
+    const int64_t before = server.loop().stats().shadow_tokens_with_decode;
+    for (int k = 0; k <= calls; ++k) {
+      json body = {{"messages", messages}, {"tools", tools}, {"max_tokens", 40}, {"temperature", 0},
+                   {"chat_template_kwargs", {{"enable_thinking", false}}}};
+      auto res = server.client().Post("/v1/chat/completions", body.dump(), "application/json");
+      EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+      last = res ? json::parse(res->body) : json{};
+      if (k == calls) break;
+      const std::string id = "call_" + std::to_string(n_calls++);
+      json call = {{"id", id}, {"type", "function"},
+                   {"function", {{"name", "read_file"}, {"arguments", "{\"path\": \"src/" + id + ".cc\"}"}}}};
+      messages.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}});
+      std::string result;
+      for (int line = 0; line < 10; ++line) result += "int " + id + "_" + std::to_string(line) + "(int x) { return x; }\n";
+      messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
+    }
+    messages.push_back({{"role", "assistant"}, {"content", last["choices"][0]["message"]["content"]}});
+    return server.loop().stats().shadow_tokens_with_decode - before;
+  };
+  // A person reading the answer, then asking more. Returns the user turn's prompt tokens
+  // computed.
+  auto user_turn_after_a_pause = [&](const std::string& text) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    messages.push_back({{"role", "user"}, {"content", text}});
+  };
+  auto prefilled = [&] {
+    return last["usage"]["prompt_tokens"].get<int>() - last["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+
+  EXPECT_GT(loop(3), 0) << "no pause seen yet: the loop goes beside the decode";
+  user_turn_after_a_pause("And the lexer?");
+  loop(1);
+  user_turn_after_a_pause("And the printer?");  // the second pause seen: enough to go by
+  const int64_t stats_before = server.loop().stats().shadow_tokens;
+  EXPECT_EQ(loop(3), 0) << "the replies decode alone";
+  EXPECT_GT(server.loop().stats().shadow_tokens, stats_before) << "their shadows are still fed when they end";
+  user_turn_after_a_pause("Thanks.");
+  loop(0);
+  EXPECT_LE(prefilled(), 24) << "warm-ahead prepared the loop in the pause; prompt " << last["usage"]["prompt_tokens"];
 }
 
 }  // namespace

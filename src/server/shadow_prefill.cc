@@ -37,7 +37,7 @@ bool AgreesWithHeld(const std::vector<engine::Token>& target, const std::vector<
 
 }  // namespace
 
-ShadowFeed DefaultShadowFeed() { return engine::GpuOffloadBuilt() ? ShadowFeed::kWithDecode : ShadowFeed::kAfterReply; }
+ShadowFeed DefaultShadowFeed() { return engine::GpuOffloadBuilt() ? ShadowFeed::kWithDecode : ShadowFeed::kPaced; }
 
 const char* ShadowFeedName(ShadowFeed feed) {
   switch (feed) {
@@ -45,6 +45,7 @@ const char* ShadowFeedName(ShadowFeed feed) {
     case ShadowFeed::kWithDecode: return "with-decode";
     case ShadowFeed::kAfterReply: return "after-reply";
     case ShadowFeed::kReplyEnd: return "reply-end";
+    case ShadowFeed::kPaced: return "paced";
   }
   return "after-reply";
 }
@@ -110,6 +111,18 @@ void ShadowPrefill::PostProgress(Slot& slot) {
   if (options_.wait_ms > 0) {
     std::unique_lock<std::mutex> lock(mailbox->mu);
     mailbox->cv.wait_for(lock, std::chrono::milliseconds(options_.wait_ms), [&] { return !mailbox->busy; });
+  }
+}
+
+// Whether the shadow's `unfed` tokens may go beside the decode in whole tiles (without
+// shadows in the steps): kPaced asks the namespace's clients' pauses, the others decide
+// alone.
+bool ShadowPrefill::TakesTiles(const Slot& slot, int unfed) const {
+  switch (options_.feed) {
+    case ShadowFeed::kReplyEnd: return false;
+    case ShadowFeed::kPaced:
+      return options_.pause == nullptr || !options_.pause->HoldsPrefill(slot.task.cache_namespace, unfed);
+    default: return true;
   }
 }
 
@@ -227,7 +240,7 @@ std::vector<ShadowCandidate> ShadowPrefill::Poll(SlotTable& slots) {
     const Slot::Shadow& sh = *slot->shadow;
     shadows.push_back({.slot = i, .seq = sh.lease.seq(), .target = sh.target.tokens,
                        .n_held = static_cast<size_t>(sh.fork) + sh.fed.size(), .unfed = unfed,
-                       .message_ends = sh.target.message_ends});
+                       .message_ends = sh.target.message_ends, .tiles = TakesTiles(*slot, unfed)});
   }
   return shadows;
 }

@@ -22,8 +22,9 @@
 //  4. A target that leaves what the shadow holds starts it over from an earlier boundary
 //     (at most a few times per request) or ends it.
 //  5. Nothing is fed beside the decode steps but with ShadowFeed::kWithDecode (the batch
-//     planner's shadows_in_steps) and kAfterReply's whole tiles (shadow_tiles), and
-//     nothing at all with ShadowFeed::kOff.
+//     planner's shadows_in_steps), kAfterReply's whole tiles, and kPaced's where the
+//     namespace's clients are not known to pause long enough for warm-ahead to feed them
+//     (ShadowCandidate::tiles); nothing at all with ShadowFeed::kOff.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,7 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "server/batch_planner.h"
+#include "server/client_pause.h"
 #include "server/engine_stats.h"
 #include "server/shadow.h"
 #include "server/slot.h"
@@ -65,9 +67,15 @@ enum class ShadowFeed {
   // and the replies decode at the engine's speed. A client that answers at once then
   // prefills that loop itself (docs/benchmarks.md, "Shadow prefill").
   kReplyEnd,
+  // kReplyEnd where the pause before a user turn is known to hold warm-ahead's prefill of
+  // what is left (ClientPause::HoldsPrefill: the namespace's last pauses against the
+  // engine's recent prefill speed), kAfterReply's tiles where it is not, or not yet known. A
+  // person reading gets the replies at the engine's speed, a client that answers at once
+  // its user turn's re-rendered tool loop prefilled.
+  kPaced,
 };
 // kWithDecode where llama.cpp was built with a GPU backend (engine::GpuOffloadBuilt),
-// else kAfterReply.
+// else kPaced.
 ShadowFeed DefaultShadowFeed();
 const char* ShadowFeedName(ShadowFeed feed);
 
@@ -88,6 +96,7 @@ class ShadowPrefill {
     int wait_ms = 0;     // tests: wait this long for each render, for determinism
     int n_batch = 512;   // the most tokens one decode of the drain carries
     bool verbose = false;  // a log line for each shadow dropped
+    const ClientPause* pause = nullptr;  // kPaced: must outlive this object; null: no pause known
   };
   // Every reference must outlive this object. `on_progress` is read at each Start and
   // post, so it may be set after construction (before the engine thread starts).
@@ -128,6 +137,7 @@ class ShadowPrefill {
  private:
   struct DrainPlan;  // shadow_prefill_drain.cc
   int UnfedTokens(Slot& slot);
+  bool TakesTiles(const Slot& slot, int unfed) const;
   bool Reseed(Slot& slot);
   bool ReseedAtOwnMessageEnd(Slot& slot, int32_t boundary);
   bool ReseedAtRequestMark(Slot& slot, std::span<const int32_t> kept);

@@ -72,6 +72,8 @@ struct WarmAheadTask {
   // so they are taken even when a kept shadow reaches further). Unset: no limit.
   std::optional<int32_t> max_resume;
   std::chrono::steady_clock::time_point submitted{};  // set by Submit
+  // When the reply it follows ended (before its render); unset: when it was submitted.
+  std::chrono::steady_clock::time_point reply_ended{};
   // Where the prompt leaves the prompt of the request whose reply it prepares the next
   // turn for (that reply, or earlier where the template re-renders history). A later
   // request of the conversation that begins with these tokens is the next turn, or a

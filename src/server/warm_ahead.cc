@@ -284,7 +284,7 @@ WarmAhead::~WarmAhead() {
 
 void WarmAhead::OnFinished(const GenerationTask& task, const api::Completion& reply) {
   if (!task.request) return;
-  Push({task.request, reply, nullptr, task.prompt});
+  Push({task.request, reply, nullptr, task.prompt, std::chrono::steady_clock::now()});
 }
 
 void WarmAhead::OnProgress(const GenerationTask& task, const api::Completion& partial,
@@ -356,6 +356,7 @@ void WarmAhead::RunJob(Job& job) {
     }
   } else if (auto task = PlanWarmAhead(builder_, *job.request, job.reply)) {
     task->fork = static_cast<int32_t>(CommonPrefix(task->prompt, job.prompt));
+    task->reply_ended = job.ended;
     (void)engine_.Submit(std::move(*task));
   }
 }

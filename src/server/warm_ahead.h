@@ -16,6 +16,7 @@
 // calls them); one worker thread renders, submits and publishes.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -92,6 +93,7 @@ class WarmAhead {
     api::Completion reply;
     std::shared_ptr<ShadowMailbox> mailbox;  // set for progress jobs
     std::vector<engine::Token> prompt;       // the request's prompt: a mailbox's first job, a reply's end
+    std::chrono::steady_clock::time_point ended{};  // a reply's end: when it ended
   };
   void Push(Job job);
   void Run();
