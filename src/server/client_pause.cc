@@ -3,11 +3,30 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <vector>
 
 namespace hearth::server {
 namespace {
 
 uint64_t HashTokens(std::span<const engine::Token> tokens) { return XXH3_64bits(tokens.data(), tokens.size_bytes()); }
+
+// The hash of tokens[0, n) for each n of `lengths` (ascending, each <= tokens.size()), in
+// one pass over the tokens.
+std::map<size_t, uint64_t> PrefixHashes(std::span<const engine::Token> tokens, const std::vector<size_t>& lengths) {
+  std::map<size_t, uint64_t> out;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) return out;
+  size_t done = 0;
+  for (size_t n : lengths) {
+    const auto more = tokens.subspan(done, n - done);
+    if (XXH3_64bits_update(state.get(), more.data(), more.size_bytes()) != XXH_OK) return out;
+    done = n;
+    out[n] = XXH3_64bits_digest(state.get());
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -24,11 +43,25 @@ void ClientPause::ReplyEnded(const std::string& ns, std::span<const engine::Toke
 
 void ClientPause::RequestArrived(const std::string& ns, std::span<const engine::Token> prompt,
                                  bool adds_user_message, Clock::time_point at) {
+  // The prompt is hashed outside the lock, once for all the replies it may continue.
+  std::vector<size_t> forks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Reply& r : replies_) {
+      if (r.ns == ns && r.fork <= prompt.size()) forks.push_back(r.fork);
+    }
+  }
+  if (forks.empty()) return;
+  std::sort(forks.begin(), forks.end());
+  forks.erase(std::unique(forks.begin(), forks.end()), forks.end());
+  const std::map<size_t, uint64_t> hashes = PrefixHashes(prompt, forks);
   std::lock_guard<std::mutex> lock(mu_);
   // The newest reply this prompt continues: an older one of the same conversation has
   // been followed already, or was left for this one.
   for (auto it = replies_.rbegin(); it != replies_.rend(); ++it) {
-    if (it->ns != ns || it->fork > prompt.size() || HashTokens(prompt.first(it->fork)) != it->hash) continue;
+    if (it->ns != ns) continue;
+    auto hash = hashes.find(it->fork);
+    if (hash == hashes.end() || hash->second != it->hash) continue;
     const Clock::duration pause = at - it->at;
     replies_.erase(std::next(it).base());
     if (!adds_user_message || pause < Clock::duration::zero()) return;
