@@ -125,7 +125,9 @@ TEST_P(SpliceRenderTest, EqualsTheFullRender) {
   EXPECT_GE(n_compared, 1) << "no conversation renders on this template";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shipped, SpliceRenderTest, ::testing::ValuesIn(testing::ShippedTemplateNames()),
+INSTANTIATE_TEST_SUITE_P(Families, SpliceRenderTest, ::testing::ValuesIn(testing::FamilyTemplateNames()),
+                         [](const auto& p) { return testing::TestParamName(p.param); });
+INSTANTIATE_TEST_SUITE_P(Shipped, SpliceRenderTest, ::testing::ValuesIn(testing::OtherShippedTemplateNames()),
                          [](const auto& p) { return testing::TestParamName(p.param); });
 
 // The families hearth builds models for splice a plain next message, a tool result and

@@ -62,6 +62,20 @@ std::vector<std::string> ShippedTemplateNames() {
   return names;
 }
 
+std::vector<std::string> FamilyTemplateNames() {
+  return {"Qwen3.5-4B", "Qwen-Qwen3-0.6B", "google-gemma-4-31B-it", "ibm-granite-granite-4.0",
+          "openai-gpt-oss-120b"};
+}
+
+std::vector<std::string> OtherShippedTemplateNames() {
+  const std::vector<std::string> families = FamilyTemplateNames();
+  std::vector<std::string> others;
+  for (std::string& name : ShippedTemplateNames()) {
+    if (std::find(families.begin(), families.end(), name) == families.end()) others.push_back(std::move(name));
+  }
+  return others;
+}
+
 std::string ReadShippedTemplate(const std::string& name) {
   std::ifstream in(LlamaModelsDir() + "/templates/" + name + ".jinja", std::ios::binary);
   std::stringstream text;

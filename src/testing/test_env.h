@@ -30,6 +30,13 @@ std::string LlamaModelsDir();
 // sorted; and one of them's source ("" when it cannot be read).
 std::vector<std::string> ShippedTemplateNames();
 std::string ReadShippedTemplate(const std::string& name);
+// The shipped templates of the families hearth makes test models for (Qwen3.5, Qwen3,
+// Gemma 4, Granite 4, gpt-oss), and all the others. A sweep over every template
+// instantiates both, as Families/ and Shipped/: `make test-asan` runs only Families/ of
+// such a sweep, since the others run the same hearth code through other Jinja sources
+// and cost most of that pass (docs/reliability.md, "Sanitizers").
+std::vector<std::string> FamilyTemplateNames();
+std::vector<std::string> OtherShippedTemplateNames();
 // The hearth executable.
 std::string HearthBin();
 // The repository's root (tests/e2e/fixtures, ...).
