@@ -208,11 +208,14 @@ size_t Context::StateSize(SeqId seq, StatePart part) const {
 
 StatusOr<std::vector<uint8_t>> Context::SaveState(SeqId seq, StatePart part) const {
   const size_t size = StateSize(seq, part);
-  if (part == StatePart::kPartialOnly) partial_state_size_ = size;
+  if (part == StatePart::kPartialOnly) {
+    partial_state_size_ = size;
+    ++partial_saves_since_prepare_;
+  }
   std::vector<uint8_t> out;
-  if (spare_state_.size() == size) {
-    out = std::move(spare_state_);
-    spare_state_.clear();
+  if (!spare_states_.empty() && spare_states_.back().size() == size) {
+    out = std::move(spare_states_.back());
+    spare_states_.pop_back();
   } else {
     out.resize(size);
   }
@@ -223,8 +226,11 @@ StatusOr<std::vector<uint8_t>> Context::SaveState(SeqId seq, StatePart part) con
 }
 
 void Context::PrepareSpareState() {
-  if (partial_state_size_ == 0 || spare_state_.size() == partial_state_size_) return;
-  spare_state_.assign(partial_state_size_, 0);
+  spares_wanted_ = std::min(kMaxSpareStates, std::max(spares_wanted_, partial_saves_since_prepare_));
+  partial_saves_since_prepare_ = 0;
+  if (partial_state_size_ == 0) return;
+  std::erase_if(spare_states_, [&](const std::vector<uint8_t>& b) { return b.size() != partial_state_size_; });
+  while (spare_states_.size() < spares_wanted_) spare_states_.emplace_back(partial_state_size_, uint8_t{0});
 }
 
 Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {

@@ -151,11 +151,16 @@ class Context {
   // Serializes the state of `seq` into host memory; into the spare buffer when one of the
   // right size is ready (see PrepareSpareState).
   StatusOr<std::vector<uint8_t>> SaveState(SeqId seq, StatePart part) const;
-  // Makes a spare buffer the size of the last recurrent-only state saved, touched ahead of
+  // Makes spare buffers the size of the last recurrent-only state saved, touched ahead of
   // need: a fresh buffer's first touch costs a page fault per page (a 20 MB state took
   // 63 ms to save in a VM, 1.5 ms into touched memory), so a copy on the way to a first
-  // token should not pay it. Call where a delay costs nothing. No-op when one is ready.
+  // token should not pay it. As many as the most recurrent-only saves seen between two
+  // calls (a follow-up keeps one at a message end and one at its generation start), at
+  // most kMaxSpareStates. Call where a delay costs nothing. No-op when they are ready.
   void PrepareSpareState();
+  static constexpr size_t kMaxSpareStates = 4;
+  // Spare buffers ready now (for tests).
+  size_t n_spare_states() const { return spare_states_.size(); }
   // Loads a state from SaveState into `seq`. kAll replaces the sequence; kPartialOnly
   // replaces only the recurrent / sliding-window part (trim the attention part to the same
   // length with TruncateSeq). Errors, the sequence then cleared: kResourceExhausted when
@@ -180,8 +185,10 @@ class Context {
   int last_prefill_index_ = -1;
   std::function<bool()> abort_check_;
   Batch prefill_batch_;
-  mutable std::vector<uint8_t> spare_state_;  // touched; moved out by SaveState
-  mutable size_t partial_state_size_ = 0;     // of the last kPartialOnly save
+  mutable std::vector<std::vector<uint8_t>> spare_states_;  // touched; moved out by SaveState
+  mutable size_t partial_state_size_ = 0;                   // of the last kPartialOnly save
+  mutable size_t partial_saves_since_prepare_ = 0;
+  size_t spares_wanted_ = 1;
 };
 
 }  // namespace hearth::engine

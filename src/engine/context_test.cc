@@ -115,6 +115,31 @@ TEST_P(ContextTest, SavesIntoTheSpareBufferAreTheSame) {
   EXPECT_EQ(*again, *fresh);
 }
 
+// PrepareSpareState readies as many spares as recurrent-only saves came since its last
+// call (a follow-up's message end and generation start: two), at most kMaxSpareStates,
+// and keeps that many ready after fewer saves.
+TEST_P(ContextTest, PreparesASpareForEachSaveSinceTheLastPrepare) {
+  Cold(0, RandomTokens(30, 9));
+  auto save = [&](int n) {
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(ctx_->SaveState(0, StatePart::kPartialOnly).ok());
+  };
+  const size_t per_spare = ctx_->StateSize(0, StatePart::kPartialOnly) > 0 ? 1 : 0;
+  save(1);
+  ctx_->PrepareSpareState();
+  EXPECT_EQ(ctx_->n_spare_states(), 1 * per_spare);
+  save(2);
+  EXPECT_EQ(ctx_->n_spare_states(), 0u);
+  ctx_->PrepareSpareState();
+  EXPECT_EQ(ctx_->n_spare_states(), 2 * per_spare);
+  save(1);
+  EXPECT_EQ(ctx_->n_spare_states(), 1 * per_spare);
+  ctx_->PrepareSpareState();
+  EXPECT_EQ(ctx_->n_spare_states(), 2 * per_spare);
+  save(Context::kMaxSpareStates + 2);
+  ctx_->PrepareSpareState();
+  EXPECT_EQ(ctx_->n_spare_states(), Context::kMaxSpareStates * per_spare);
+}
+
 TEST_P(ContextTest, CopiedSequencesDivergeIndependently) {
   auto prefix = RandomTokens(30, 6), a = RandomTokens(8, 7), b = RandomTokens(8, 8);
   Cold(0, prefix);
