@@ -230,7 +230,9 @@ void Context::PrepareSpareState() {
   partial_saves_since_prepare_ = 0;
   if (partial_state_size_ == 0) return;
   std::erase_if(spare_states_, [&](const std::vector<uint8_t>& b) { return b.size() != partial_state_size_; });
-  while (spare_states_.size() < spares_wanted_) spare_states_.emplace_back(partial_state_size_, uint8_t{0});
+  // One per call: the engine calls this between steps, and a request that arrives meanwhile
+  // waits for at most one buffer's first touch.
+  if (spare_states_.size() < spares_wanted_) spare_states_.emplace_back(partial_state_size_, uint8_t{0});
 }
 
 Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {

@@ -154,9 +154,10 @@ class Context {
   // Makes spare buffers the size of the last recurrent-only state saved, touched ahead of
   // need: a fresh buffer's first touch costs a page fault per page (a 20 MB state took
   // 63 ms to save in a VM, 1.5 ms into touched memory), so a copy on the way to a first
-  // token should not pay it. As many as the most recurrent-only saves seen between two
-  // calls (a follow-up keeps one at a message end and one at its generation start), at
-  // most kMaxSpareStates. Call where a delay costs nothing. No-op when they are ready.
+  // token should not pay it. Up to as many as the most recurrent-only saves seen between
+  // two calls (a follow-up keeps one at a message end and one at its generation start),
+  // at most kMaxSpareStates; one more per call. Call where a delay costs nothing. No-op
+  // when they are ready.
   void PrepareSpareState();
   static constexpr size_t kMaxSpareStates = 4;
   // Spare buffers ready now (for tests).

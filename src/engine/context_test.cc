@@ -115,9 +115,9 @@ TEST_P(ContextTest, SavesIntoTheSpareBufferAreTheSame) {
   EXPECT_EQ(*again, *fresh);
 }
 
-// PrepareSpareState readies as many spares as recurrent-only saves came since its last
-// call (a follow-up's message end and generation start: two), at most kMaxSpareStates,
-// and keeps that many ready after fewer saves.
+// PrepareSpareState readies, one per call, as many spares as recurrent-only saves came
+// between two of its calls (a follow-up's message end and generation start: two), at most
+// kMaxSpareStates, and keeps that many ready after fewer saves.
 TEST_P(ContextTest, PreparesASpareForEachSaveSinceTheLastPrepare) {
   Cold(0, RandomTokens(30, 9));
   auto save = [&](int n) {
@@ -130,13 +130,15 @@ TEST_P(ContextTest, PreparesASpareForEachSaveSinceTheLastPrepare) {
   save(2);
   EXPECT_EQ(ctx_->n_spare_states(), 0u);
   ctx_->PrepareSpareState();
+  EXPECT_EQ(ctx_->n_spare_states(), 1 * per_spare) << "one buffer touched per call";
+  ctx_->PrepareSpareState();
   EXPECT_EQ(ctx_->n_spare_states(), 2 * per_spare);
   save(1);
   EXPECT_EQ(ctx_->n_spare_states(), 1 * per_spare);
   ctx_->PrepareSpareState();
   EXPECT_EQ(ctx_->n_spare_states(), 2 * per_spare);
   save(Context::kMaxSpareStates + 2);
-  ctx_->PrepareSpareState();
+  for (size_t i = 0; i < Context::kMaxSpareStates + 2; ++i) ctx_->PrepareSpareState();
   EXPECT_EQ(ctx_->n_spare_states(), Context::kMaxSpareStates * per_spare);
 }
 
