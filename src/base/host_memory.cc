@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -64,6 +68,21 @@ std::optional<uint64_t> AvailableHostMemory() {
   }
 #endif
   return SysconfAvailable();
+}
+
+std::vector<uint8_t> NewHostBuffer(size_t n) {
+  std::vector<uint8_t> out;
+  out.reserve(n);  // allocated, not touched
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<uintptr_t>(out.data());
+  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t last = (begin + n) & ~(kHugePage - 1);
+  // Advice only: where the kernel has no THP, the buffer is as it would have been.
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#endif
+  out.resize(n);
+  return out;
 }
 
 }  // namespace hearth

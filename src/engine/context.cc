@@ -5,6 +5,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/host_memory.h"
 #include "engine/llama_params.h"
 #include "engine/log_capture.h"
 #include "llama.h"
@@ -217,7 +218,7 @@ StatusOr<std::vector<uint8_t>> Context::SaveState(SeqId seq, StatePart part) con
     out = std::move(spare_states_.back());
     spare_states_.pop_back();
   } else {
-    out.resize(size);
+    out = NewHostBuffer(size);
   }
   const size_t n = llama_state_seq_get_data_ext(ctx_.get(), out.data(), out.size(), seq, FlagsFor(part));
   if (n == 0 && !out.empty()) return Internal("could not save the state of sequence " + std::to_string(seq));
@@ -232,7 +233,7 @@ void Context::PrepareSpareState() {
   std::erase_if(spare_states_, [&](const std::vector<uint8_t>& b) { return b.size() != partial_state_size_; });
   // One per call: the engine calls this between steps, and a request that arrives meanwhile
   // waits for at most one buffer's first touch.
-  if (spare_states_.size() < spares_wanted_) spare_states_.emplace_back(partial_state_size_, uint8_t{0});
+  if (spare_states_.size() < spares_wanted_) spare_states_.push_back(NewHostBuffer(partial_state_size_));
 }
 
 Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {
