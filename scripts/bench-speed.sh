@@ -7,7 +7,8 @@
 #   decode          single-stream decode tokens/s over the chat sessions, cache and
 #                   shadows on: hearth ÷ llama-server, target >= 0.97
 #   TTFT÷ideal      follow-up TTFT over (its new tokens at the session's cold cost per token
-#                   + one decode step), p90 per scenario, target <= 1.15
+#                   + one decode step), p90 per scenario, target <= 1.15; "at depth" the
+#                   same with each prefill costed where it sits (hearth bench --depth-probe)
 #   prep_ms         from the request being read to its admission (render, tokenize, cache
 #                   lookup), hearth's log, on the follow-ups of one conversation grown to
 #                   LONG tokens, target <= 10 ms
@@ -104,6 +105,8 @@ done
 for sc in ${scenarios//,/ }; do
   row "follow-up TTFT÷ideal p90, $sc" "$(fmt "$(group hearth "$sc" .ttft_vs_ideal.p90)" 100)" \
     "llama-server $(fmt "$(group llama-server "$sc" .ttft_vs_ideal.p90)" 100)" "" "<= 1.15"
+  row "follow-up TTFT÷ideal at depth p90, $sc" "$(fmt "$(group hearth "$sc" .ttft_vs_ideal_at_depth.p90)" 100)" \
+    "llama-server $(fmt "$(group llama-server "$sc" .ttft_vs_ideal_at_depth.p90)" 100)" "" "(each prefill at its depth)"
 done
 for sc in ${scenarios//,/ }; do
   row "prefilled÷new, $sc (session)" "$(fmt "$(group hearth "$sc" .session_prefilled_per_new)" 1000)" \

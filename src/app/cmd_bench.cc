@@ -209,6 +209,10 @@ void AddSessionFlags(CLI::App* cmd, BenchFlags& f) {
   cmd->add_flag("--no-nonce", f.no_nonce, "no nonce: reruns send identical sessions (a server may remember them)");
   cmd->add_option("--reps", c.reps, "repetitions (different text, same shape)")->capture_default_str();
   cmd->add_option("--warmup", c.run.warmup, "untimed requests per server first")->capture_default_str();
+  cmd->add_option("--depth-probe", c.depth_probe_tokens,
+                  "tokens of one cold prompt per server before the scenarios, for TTFT÷ideal at depth (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--think-ms", f.think_ms,
                   "pause before each follow-up turn, from that session's last reply (a user reading, a tool running)")
       ->capture_default_str();

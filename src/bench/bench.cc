@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 
 #include "bench/report.h"
 #include "bench/side_by_side.h"
@@ -136,6 +137,9 @@ int RunBench(const BenchConfig& config) {
       return 1;
     }
     for (int rep = 0; rep < config.reps; ++rep) runner.Replay(*lines, config.replay_max_tokens);
+  }
+  if (config.depth_probe_tokens > 0 && !config.scenarios.empty()) {
+    runner.DepthProbe(config.depth_probe_tokens, MixSeed(config.spec.seed, std::hash<std::string>{}(config.spec.nonce)));
   }
   for (Scenario sc : config.scenarios) {
     for (int rep = 0; rep < config.reps; ++rep) {

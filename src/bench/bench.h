@@ -37,6 +37,9 @@ struct BenchConfig {
   std::optional<int> replay_max_tokens;
   std::vector<int> sweep_sizes;
   bool sweep_cold_only = false;  // sweep prompts are not sent a second time, warm
+  // Tokens of the depth probe sent to each server before the scenarios (Runner::DepthProbe);
+  // 0: none, and no TTFT÷ideal at depth.
+  int depth_probe_tokens = 256;
   // Memory pressure (pressure.h): every conversations × length pair of the grid, after the
   // scenarios; empty: none. Each point's turns are pressure_turns.
   std::vector<int> pressure_conversations;

@@ -200,6 +200,74 @@ TEST(GroupSummaryTest, FollowUpTtftAgainstTheSessionsColdCost) {
   EXPECT_DOUBLE_EQ(groups[0].ttft_vs_ideal->max, 2.0);
 }
 
+// A server whose prefill costs a = 2 ms a token plus b = 0.001 ms a token per token before
+// it (attention over what is cached), and a 10 ms decode step: a probe of 300 tokens from
+// position 0, a first turn of 1,000, and follow-ups of 100 new tokens each taking exactly
+// their cost where they sit. The flat ideal (the first turn's mean cost per token) calls
+// them slow; at depth they are 1.0.
+double PrefillMs(double n, double d) { return 2.0 * n + 0.001 * (n * d + n * n / 2); }
+
+std::vector<TurnRow> FollowUpsAtTheirDepthCost(bool with_probe) {
+  std::vector<TurnRow> rows;
+  if (with_probe) {
+    TurnRow p;
+    p.server = "s";
+    p.scenario = kDepthProbeScenario;
+    p.kind = "cold";
+    p.ok = true;
+    p.prompt_tokens = 300;
+    p.reused_tokens = 0;
+    p.ttft_ms = PrefillMs(300, 0) + 10;
+    rows.push_back(p);
+  }
+  for (int t = 0; t < 3; ++t) {
+    TurnRow r = ChatTurn(t);
+    r.decode_tps = 100;
+    r.prompt_tokens = 1000 + 100 * t;
+    r.reused_tokens = t == 0 ? 0 : 1000 + 100 * (t - 1);
+    r.new_tokens = t == 0 ? 1000 : 100;
+    r.ttft_ms = t == 0 ? PrefillMs(1000, 0) + 10 : PrefillMs(100, 900 + 100 * t) + 10;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(GroupSummaryTest, FollowUpTtftAgainstItsCostAtDepth) {
+  const auto groups = SummarizeGroups(FollowUpsAtTheirDepthCost(/*with_probe=*/true));
+  ASSERT_EQ(groups.size(), 1u);  // the probe is in no group
+  EXPECT_EQ(groups[0].n_turns, 3);
+  ASSERT_TRUE(groups[0].ttft_vs_ideal_at_depth.has_value());
+  EXPECT_EQ(groups[0].ttft_vs_ideal_at_depth->n, 2);
+  EXPECT_NEAR(groups[0].ttft_vs_ideal_at_depth->min, 1.0, 1e-9);
+  EXPECT_NEAR(groups[0].ttft_vs_ideal_at_depth->max, 1.0, 1e-9);
+  ASSERT_TRUE(groups[0].ttft_vs_ideal.has_value());
+  EXPECT_GT(groups[0].ttft_vs_ideal->min, 1.2);  // 315 ms against 100 × 2.5 + 10 = 260
+  EXPECT_EQ(GroupToJson(groups[0])["ttft_vs_ideal_at_depth"]["n"], 2);
+}
+
+TEST(GroupSummaryTest, NoIdealAtDepthWithoutAProbeOrFromACachedOne) {
+  const auto without = SummarizeGroups(FollowUpsAtTheirDepthCost(/*with_probe=*/false));
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_FALSE(without[0].ttft_vs_ideal_at_depth.has_value());
+  EXPECT_TRUE(GroupToJson(without[0])["ttft_vs_ideal_at_depth"].is_null());
+  auto rows = FollowUpsAtTheirDepthCost(/*with_probe=*/true);
+  rows[0].reused_tokens = 250;  // a rerun's probe the server had cached
+  EXPECT_FALSE(SummarizeGroups(rows)[0].ttft_vs_ideal_at_depth.has_value());
+}
+
+// A first turn not three times the probe's length cannot tell the cost at depth 0 from
+// its growth (a few percent of noise would move b anywhere): no ideal at depth.
+TEST(GroupSummaryTest, NoIdealAtDepthFromAProbeAsLongAsTheFirstTurn) {
+  auto rows = FollowUpsAtTheirDepthCost(/*with_probe=*/true);
+  rows[0].prompt_tokens = 400;
+  rows[0].ttft_ms = PrefillMs(400, 0) + 10;
+  EXPECT_FALSE(SummarizeGroups(rows)[0].ttft_vs_ideal_at_depth.has_value());
+  rows[0].prompt_tokens = 300;
+  rows[0].ttft_ms = PrefillMs(300, 0) + 10;
+  ASSERT_TRUE(SummarizeGroups(rows)[0].ttft_vs_ideal_at_depth.has_value());
+  EXPECT_NEAR(SummarizeGroups(rows)[0].ttft_vs_ideal_at_depth->max, 1.0, 1e-9);
+}
+
 // summary.json carries the same figures as numbers; a spread without samples is null.
 TEST(GroupSummaryTest, JsonCarriesTheFiguresAndNullForNoSamples) {
   const auto groups = SummarizeGroups(ThreeTurnsAgainstTheirIdeal());

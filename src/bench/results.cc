@@ -1,9 +1,11 @@
 #include "bench/results.h"
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 namespace hearth::bench {
 namespace {
@@ -110,26 +112,79 @@ namespace {
 
 // One group's samples, summarized at the end.
 struct GroupSamples {
-  std::vector<double> ttft_f, ttft_0, e2e, tps, ratio, ttft_ideal;
+  std::vector<double> ttft_f, ttft_0, e2e, tps, ratio, ttft_ideal, ttft_ideal_depth;
   long prefilled = 0, fresh = 0;
 };
 
-// A session's cold cost, from its first turn: ms per prefilled token, ms per decode step.
+// A session's cold cost, from its first turn: ms per prefilled token, ms per decode step;
+// and where the server's depth probe allows, the cost per token at depth 0 (`a`) and per
+// token per position it attends over (`b`).
 struct ColdCost {
   double ms_per_token = 0, step_ms = 0;
+  std::optional<std::pair<double, double>> depth;  // {a, b}
 };
 using SessionKey = std::tuple<std::string, std::string, int, int>;  // server, scenario, rep, session
 
+// How many times the depth probe's tokens a first turn must prefill to calibrate against it.
+constexpr double kDepthFitSpan = 3.0;
+
+// A cold prefill: `n` tokens after `d` cached ones took `ms` (TTFT less one decode step).
+struct ColdPrefill {
+  double n = 0, d = 0, ms = 0;
+};
+
+// What prefilling n tokens after d costs in units of a and b.
+std::pair<double, double> DepthTerms(double n, double d) { return {n, n * d + n * n / 2}; }
+
+// {a, b} from two cold prefills; nullopt when they cannot tell a from b (the same shape)
+// or either comes out negative (noise larger than the depth's cost).
+std::optional<std::pair<double, double>> SolveDepthCost(const ColdPrefill& p, const ColdPrefill& q) {
+  const auto [p1, p2] = DepthTerms(p.n, p.d);
+  const auto [q1, q2] = DepthTerms(q.n, q.d);
+  const double det = p1 * q2 - p2 * q1;
+  if (std::abs(det) < 1e-6 * std::abs(p1 * q2)) return std::nullopt;
+  const double a = (p.ms * q2 - p2 * q.ms) / det;
+  const double b = (p1 * q.ms - p.ms * q1) / det;
+  if (a <= 0 || b < 0) return std::nullopt;
+  return std::make_pair(a, b);
+}
+
+// Each server's depth probe: a cold prompt prefilled (nearly) whole. Its TTFT holds one
+// decode step, taken as the session's.
+std::map<std::string, ColdPrefill> DepthProbes(const std::vector<TurnRow>& rows) {
+  std::map<std::string, ColdPrefill> out;
+  for (const TurnRow& r : rows) {
+    if (r.scenario != kDepthProbeScenario || !r.ok || !r.ttft_ms || !r.prompt_tokens) continue;
+    const auto prefilled = r.prefilled_tokens();
+    // A probe the server had cached (a rerun with --no-nonce) tells nothing.
+    if (!prefilled || *prefilled < 0.9 * *r.prompt_tokens) continue;
+    out[r.server] = {static_cast<double>(*prefilled), static_cast<double>(*r.prompt_tokens - *prefilled), *r.ttft_ms};
+  }
+  return out;
+}
+
 std::map<SessionKey, ColdCost> ColdCosts(const std::vector<TurnRow>& rows) {
+  const std::map<std::string, ColdPrefill> probes = DepthProbes(rows);
   std::map<SessionKey, ColdCost> cold;
   for (const TurnRow& r : rows) {
-    if (!r.ok || r.interrupted || r.follow_up() || r.turn != 0 || !r.ttft_ms || !r.decode_tps || *r.decode_tps <= 0) {
+    if (!r.ok || r.interrupted || r.follow_up() || r.turn != 0 || !r.ttft_ms || !r.decode_tps || *r.decode_tps <= 0 ||
+        r.scenario == kDepthProbeScenario) {
       continue;
     }
     const auto prefilled = r.prefilled_tokens();
     const double step = 1000.0 / *r.decode_tps;
-    if (!prefilled || *prefilled <= 0 || *r.ttft_ms <= step) continue;
-    cold[{r.server, r.scenario, r.rep, r.session}] = {(*r.ttft_ms - step) / *prefilled, step};
+    if (!prefilled || *prefilled <= 0 || *r.ttft_ms <= step || !r.prompt_tokens) continue;
+    ColdCost c{(*r.ttft_ms - step) / *prefilled, step};
+    // The probe and the first turn tell a from b only when one is several times the other:
+    // within a few percent of noise two similar lengths would give any b at all.
+    if (auto probe = probes.find(r.server);
+        probe != probes.end() && probe->second.ms > step && *prefilled >= kDepthFitSpan * probe->second.n) {
+      ColdPrefill p = probe->second;
+      p.ms -= step;
+      c.depth = SolveDepthCost(p, {static_cast<double>(*prefilled), static_cast<double>(*r.prompt_tokens - *prefilled),
+                                   *r.ttft_ms - step});
+    }
+    cold[{r.server, r.scenario, r.rep, r.session}] = c;
   }
   return cold;
 }
@@ -152,7 +207,12 @@ void AddToGroup(const TurnRow& r, const std::map<SessionKey, ColdCost>& cold, Gr
   }
   if (auto c = cold.find({r.server, r.scenario, r.rep, r.session});
       c != cold.end() && r.ttft_ms && !r.interrupted && r.new_tokens && *r.new_tokens > 0) {
-    s.ttft_ideal.push_back(*r.ttft_ms / (*r.new_tokens * c->second.ms_per_token + c->second.step_ms));
+    const ColdCost& cost = c->second;
+    s.ttft_ideal.push_back(*r.ttft_ms / (*r.new_tokens * cost.ms_per_token + cost.step_ms));
+    if (cost.depth && r.prompt_tokens && *r.prompt_tokens >= *r.new_tokens) {
+      const auto [n, nd] = DepthTerms(*r.new_tokens, *r.prompt_tokens - *r.new_tokens);
+      s.ttft_ideal_depth.push_back(*r.ttft_ms / (n * cost.depth->first + nd * cost.depth->second + cost.step_ms));
+    }
   }
   if (auto met = r.target_met()) {
     ++g.n_target_checked;
@@ -168,6 +228,7 @@ std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
   std::vector<GroupSamples> samples;
   std::map<std::pair<std::string, std::string>, size_t> index;
   for (const TurnRow& r : rows) {
+    if (r.scenario == kDepthProbeScenario) continue;
     auto [it, inserted] = index.emplace(std::make_pair(r.server, r.scenario), out.size());
     if (inserted) {
       out.push_back(GroupSummary{r.server, r.scenario});
@@ -183,6 +244,7 @@ std::vector<GroupSummary> SummarizeGroups(const std::vector<TurnRow>& rows) {
     out[i].decode_tps = Summarize(s.tps);
     out[i].ratio = Summarize(s.ratio);
     out[i].ttft_vs_ideal = Summarize(s.ttft_ideal);
+    out[i].ttft_vs_ideal_at_depth = Summarize(s.ttft_ideal_depth);
     if (s.fresh > 0) out[i].session_ratio = static_cast<double>(s.prefilled) / static_cast<double>(s.fresh);
   }
   return out;
@@ -207,6 +269,7 @@ Json GroupToJson(const GroupSummary& g) {
   j["ttft_first_ms"] = SpreadToJson(g.ttft_first);
   j["ttft_follow_up_ms"] = SpreadToJson(g.ttft_follow_up);
   j["ttft_vs_ideal"] = SpreadToJson(g.ttft_vs_ideal);
+  j["ttft_vs_ideal_at_depth"] = SpreadToJson(g.ttft_vs_ideal_at_depth);
   j["e2e_ms"] = SpreadToJson(g.e2e);
   j["decode_tps"] = SpreadToJson(g.decode_tps);
   j["prefilled_per_new"] = SpreadToJson(g.ratio);

@@ -20,9 +20,13 @@
 
 namespace hearth::bench {
 
+// The scenario of a depth probe's row (Runner::DepthProbe): one cold prompt per server
+// that calibrates the ideal at depth below; it belongs to no group or session.
+inline constexpr const char* kDepthProbeScenario = "probe";
+
 struct TurnRow {
   std::string server;    // label
-  std::string scenario;  // workload name, "replay", "sweep"
+  std::string scenario;  // workload name, "replay", "sweep", kDepthProbeScenario
   int rep = 0;
   int session = 0;
   std::string session_id;
@@ -71,6 +75,12 @@ struct GroupSummary {
   // token (its first turn: (TTFT - one decode step) / prefilled) + one decode step. The
   // cache issue's target is <= 1.2, flat as the session grows.
   std::optional<Spread> ttft_vs_ideal;
+  // The same against the cost of those tokens at their depth: prefilling n tokens after d
+  // costs n·a + (n·d + n²/2)·b, attention growing with what it attends over, with a and b
+  // solved from the server's depth probe (a cold prompt from position 0) and the session's
+  // first turn, itself at least 3 times the probe's length. Empty without such a pair, or
+  // where it does not give a > 0, b >= 0.
+  std::optional<Spread> ttft_vs_ideal_at_depth;
   // Sum of prefilled over sum of new, follow-up turns only.
   std::optional<double> session_ratio;
   int n_target_checked = 0, n_target_met = 0;

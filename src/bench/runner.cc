@@ -351,6 +351,23 @@ void Runner::Sweep(const std::vector<int>& sizes, uint64_t seed, int rep, bool w
   }
 }
 
+void Runner::DepthProbe(int n_tokens, uint64_t seed) {
+  const SweepPrompt p = MakeSweepPrompt(n_tokens, MixSeed(seed, 0x70726f6265));
+  ChatRequest req;
+  req.messages = p.messages;
+  req.thinking = false;
+  req.max_tokens = 2;
+  req.temperature = options_.temperature;
+  for (auto& s : servers_) {
+    ChatOutcome out;
+    TurnRow row = Send(*s, req, 0, std::nullopt, kDepthProbeScenario, "cold", &out);
+    row.session_id = kDepthProbeScenario;
+    if (!row.ok) Note("the depth probe to " + s->target.label + " failed: " + row.error);
+    Progress(row, 0);
+    rows_.push_back(std::move(row));
+  }
+}
+
 void Runner::Progress(const TurnRow& r, int n_turns) const {
   if (!options_.progress) return;
   auto num = [](const std::optional<int>& v) { return v ? std::to_string(*v) : std::string("?"); };

@@ -96,6 +96,11 @@ class Runner {
   // For each size: a prompt no server has seen (cold), then, with `warm`, the same prompt
   // again (warm).
   void Sweep(const std::vector<int>& sizes, uint64_t seed, int rep, bool warm = true);
+  // One cold prompt of about `n_tokens` per server, no server can have cached (a nonce
+  // from `seed` comes first): a row of scenario kDepthProbeScenario, from which with each
+  // session's first turn results.h tells the prefill's cost at depth 0 from its growth
+  // with depth (GroupSummary::ttft_vs_ideal_at_depth).
+  void DepthProbe(int n_tokens, uint64_t seed);
 
   // Called before each turn of Run (session, turn); diagnose uses it to restart a server.
   void SetBeforeTurn(std::function<void(int session, int turn)> hook) { before_turn_ = std::move(hook); }

@@ -68,7 +68,7 @@ struct TurnIndex {
 TurnIndex IndexTurns(const std::vector<TurnRow>& rows, const std::vector<std::string>& servers) {
   TurnIndex index;
   for (const TurnRow& r : rows) {
-    if (r.scenario == "sweep") continue;
+    if (r.scenario == "sweep" || r.scenario == kDepthProbeScenario) continue;
     const auto it = std::find(servers.begin(), servers.end(), r.server);
     if (it == servers.end()) continue;
     auto& slot = index.turns[{r.scenario, r.rep, r.session, r.turn}];
