@@ -251,7 +251,8 @@ TEST(GroupSummaryTest, NoIdealAtDepthWithoutAProbeOrFromACachedOne) {
   EXPECT_FALSE(without[0].ttft_vs_ideal_at_depth.has_value());
   EXPECT_TRUE(GroupToJson(without[0])["ttft_vs_ideal_at_depth"].is_null());
   auto rows = FollowUpsAtTheirDepthCost(/*with_probe=*/true);
-  rows[0].reused_tokens = 250;  // a rerun's probe the server had cached
+  rows[0].reused_tokens = 250;  // a rerun's probe the server had cached: 50 tokens prefilled
+  rows[0].ttft_ms = PrefillMs(50, 250) + 10;
   EXPECT_FALSE(SummarizeGroups(rows)[0].ttft_vs_ideal_at_depth.has_value());
 }
 
