@@ -327,15 +327,25 @@ void Runner::Replay(const std::vector<ReplayLine>& lines, std::optional<int> max
   }
 }
 
+namespace {
+
+// A cold prompt (sweep, depth probe) as a request: thinking off, a few tokens of reply.
+ChatRequest ColdRequest(const SweepPrompt& p, int max_tokens, std::optional<double> temperature) {
+  ChatRequest req;
+  req.messages = p.messages;
+  req.thinking = false;
+  req.max_tokens = max_tokens;
+  req.temperature = temperature;
+  return req;
+}
+
+}  // namespace
+
 void Runner::Sweep(const std::vector<int>& sizes, uint64_t seed, int rep, bool warm) {
   const std::vector<std::string> kinds = warm ? std::vector<std::string>{"cold", "warm"} : std::vector<std::string>{"cold"};
   for (size_t i = 0; i < sizes.size(); ++i) {
-    const SweepPrompt p = MakeSweepPrompt(sizes[i], MixSeed(seed, static_cast<uint64_t>(rep)));
-    ChatRequest req;
-    req.messages = p.messages;
-    req.thinking = false;
-    req.max_tokens = 4;
-    req.temperature = options_.temperature;
+    const ChatRequest req =
+        ColdRequest(MakeSweepPrompt(sizes[i], MixSeed(seed, static_cast<uint64_t>(rep))), 4, options_.temperature);
     for (Server* s : ServerOrder(rep + static_cast<int>(i))) {
       for (const std::string& kind : kinds) {
         ChatOutcome out;
@@ -352,12 +362,7 @@ void Runner::Sweep(const std::vector<int>& sizes, uint64_t seed, int rep, bool w
 }
 
 void Runner::DepthProbe(int n_tokens, uint64_t seed) {
-  const SweepPrompt p = MakeSweepPrompt(n_tokens, MixSeed(seed, 0x70726f6265));
-  ChatRequest req;
-  req.messages = p.messages;
-  req.thinking = false;
-  req.max_tokens = 2;
-  req.temperature = options_.temperature;
+  const ChatRequest req = ColdRequest(MakeSweepPrompt(n_tokens, MixSeed(seed, 0x70726f6265)), 2, options_.temperature);
   for (auto& s : servers_) {
     ChatOutcome out;
     TurnRow row = Send(*s, req, 0, std::nullopt, kDepthProbeScenario, "cold", &out);
