@@ -12,10 +12,21 @@ int Add(BatchPlan& plan, engine::Token token, engine::Pos pos, engine::SeqId seq
   return static_cast<int>(plan.tokens.size()) - 1;
 }
 
+// A background chunk's length: limits.background_chunk, one token more beside decode
+// tokens. llama.cpp splits a hybrid model's batch into ubatches of as many tokens from
+// each sequence (split_equal): the decode tokens go with each chunk's first token, and
+// the chunk's rest makes a ubatch of its own, which must stay a whole flash-attention
+// tile (small qwen35 at 11k tokens of context: a 64-token shadow tile beside a decode
+// token took 2.9 s, its 63-token rest run row by row; a 64-token ubatch costs ~0.8 s).
+int BackgroundChunk(const BatchLimits& limits, bool beside_decode) {
+  return limits.background_chunk + (beside_decode ? 1 : 0);
+}
+
 // The prompt's next chunk: up to the next snapshot position, within the budget.
-void PlanPrefill(const BatchCandidate& c, const BatchLimits& limits, int& budget, BatchPlan& plan, SlotPlan& sp) {
+void PlanPrefill(const BatchCandidate& c, const BatchLimits& limits, bool beside_decode, int& budget, BatchPlan& plan,
+                 SlotPlan& sp) {
   // Background chunks stay small: a request arriving meanwhile waits at most for one.
-  const int room = c.background ? std::min(budget, limits.background_chunk) : budget;
+  const int room = c.background ? std::min(budget, BackgroundChunk(limits, beside_decode)) : budget;
   size_t end = std::min(c.prompt.size(), c.n_prompt_done + static_cast<size_t>(room));
   if (c.next_snapshot) end = std::min(end, *c.next_snapshot);
   const bool sample_after = !c.background;
@@ -40,7 +51,8 @@ void PlanPrefill(const BatchCandidate& c, const BatchLimits& limits, int& budget
 // the next turn's own prefill would, and the drain at the reply's end takes at most one.
 // A shadow without `tiles` gets none: the reply decodes alone, and warm-ahead takes the
 // rest in the pause after it.
-size_t PlanShadow(const ShadowCandidate& s, const BatchLimits& limits, int& budget, BatchPlan& plan) {
+size_t PlanShadow(const ShadowCandidate& s, const BatchLimits& limits, bool beside_decode, int& budget,
+                  BatchPlan& plan) {
   const size_t at = s.n_held;
   const auto next_end = [&](size_t from) {
     auto it = std::upper_bound(s.message_ends.begin(), s.message_ends.end(), static_cast<int32_t>(from));
@@ -56,7 +68,7 @@ size_t PlanShadow(const ShadowCandidate& s, const BatchLimits& limits, int& budg
     if (const size_t end = next_end(at); end < at + n) n = end - at;
   } else {
     if (!s.tiles) return 0;
-    const int tile = limits.background_chunk;
+    const int tile = BackgroundChunk(limits, beside_decode);
     if (s.unfed < 2 * tile || budget < 2 * tile) return 0;
     n = static_cast<size_t>(tile);
     // A message end within the next tile ends this chunk instead, for the state kept
@@ -83,6 +95,7 @@ BatchPlan PlanBatch(std::span<const BatchCandidate> candidates, std::span<const 
     }
     plan.slots.push_back(sp);
   }
+  const bool beside_decode = !plan.tokens.empty();
   // Background work waits while a request prefills: it would lengthen that request's
   // decodes and put its snapshots before that request's first token.
   const bool foreground_prefilling =
@@ -91,9 +104,11 @@ BatchPlan PlanBatch(std::span<const BatchCandidate> candidates, std::span<const 
     const BatchCandidate& c = candidates[i];
     if (!Prefilling(c) || budget <= 0) continue;
     if (c.background && foreground_prefilling) continue;
-    PlanPrefill(c, limits, budget, plan, plan.slots[i]);
+    PlanPrefill(c, limits, beside_decode, budget, plan, plan.slots[i]);
   }
-  for (const ShadowCandidate& s : shadows) plan.shadow_tokens.push_back(PlanShadow(s, limits, budget, plan));
+  for (const ShadowCandidate& s : shadows) {
+    plan.shadow_tokens.push_back(PlanShadow(s, limits, beside_decode, budget, plan));
+  }
   return plan;
 }
 

@@ -13,7 +13,9 @@
 //  3. A prefill chunk never runs past its slot's next snapshot position, so the state
 //     there can be kept once it is decoded; a shadow chunk never runs past its target's
 //     next message end.
-//  4. Background (warm-ahead) chunks are at most limits.background_chunk tokens, never
+//  4. Background (warm-ahead) chunks are at most limits.background_chunk tokens (one
+//     more in a step with decode tokens, so that a hybrid model's ubatch split leaves a
+//     whole chunk after the decode tokens' ubatch; shadow tiles likewise), never
 //     ask for logits, and none is planned while a request prefills.
 //  5. A request's last prompt token, and every decode token, asks for logits; its index
 //     in the plan is the slot's logits_index.

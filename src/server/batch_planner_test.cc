@@ -92,6 +92,10 @@ TEST(BatchPlannerTest, BackgroundChunksAreSmallAndNeverSample) {
 
   const std::vector<BatchCandidate> c2 = {Prefilling(0, 1, bg, 0, std::nullopt, true)};
   EXPECT_EQ(PlanBatch(c2, {}, {.n_batch = 512, .background_chunk = 32}).tokens.size(), 32u);
+  // Beside a decode token, one more: a hybrid model's ubatch split takes the chunk's
+  // first token with the decode token, and the rest stays a whole chunk.
+  const std::vector<BatchCandidate> c3 = {Generating(0, 0, 4, 9, g), Prefilling(1, 1, bg, 0, std::nullopt, true)};
+  EXPECT_EQ(PlanBatch(c3, {}, {.n_batch = 512, .background_chunk = 32}).tokens.size(), 1u + 33u);
 }
 
 TEST(BatchPlannerTest, ShadowWaitsForAWholeChunkAndGrowsWhenFarBehind) {
@@ -149,19 +153,22 @@ TEST(BatchPlannerTest, ShadowsStayOutOfTheStepsWhenNotFedInSteps) {
 }
 
 // Not fed in steps (a CPU), a shadow far behind (a re-rendered tool loop) still goes in
-// whole tiles, ending at a message end only where that leaves a tile or more.
+// whole tiles, ending at a message end only where that leaves a tile or more. Beside its
+// reply's decode token a tile is one token longer: a hybrid model's ubatch split takes
+// its first token with the decode token, and the other 64 stay one flash-attention tile.
 TEST(BatchPlannerTest, ShadowsFarBehindGoInWholeTilesWhenNotFedInSteps) {
   const auto target = Iota(600), g = Iota(3);
-  const std::vector<BatchCandidate> c = {Generating(0, 0, 3, 1, g)};
+  const std::vector<BatchCandidate> decoding = {Generating(0, 0, 3, 1, g)};
   const BatchLimits cpu{.n_batch = 512, .background_chunk = 64, .shadows_in_steps = false};
-  const auto planned = [&](std::vector<int32_t> ends) {
+  const auto planned = [&](std::vector<int32_t> ends, std::span<const BatchCandidate> c) {
     const std::vector<ShadowCandidate> s = {
         {.slot = 0, .seq = 2, .target = target, .n_held = 10, .unfed = 300, .message_ends = std::move(ends)}};
     return PlanBatch(c, s, cpu).shadow_tokens.at(0);
   };
-  EXPECT_EQ(planned({}), 64u);
-  EXPECT_EQ(planned({40, 100}), 90u) << "past the end at 40, to the one at 100";
-  EXPECT_EQ(planned({40, 200}), 64u) << "no end within the next tile: one tile";
+  EXPECT_EQ(planned({}, decoding), 65u);
+  EXPECT_EQ(planned({}, {}), 64u) << "alone in the step: one tile";
+  EXPECT_EQ(planned({40, 100}, decoding), 90u) << "past the end at 40, to the one at 100";
+  EXPECT_EQ(planned({40, 200}, decoding), 65u) << "no end within the next tile: one tile";
 }
 
 // A shadow without tiles (--shadow-prefill reply-end, or paced where the client's pause
@@ -175,8 +182,8 @@ TEST(BatchPlannerTest, NoShadowTokensInTheStepsForAShadowWithoutTiles) {
       {.slot = 1, .seq = 3, .target = target, .n_held = 10, .unfed = 300}};
   const BatchPlan plan = PlanBatch(c, s, {.n_batch = 512, .background_chunk = 64, .shadows_in_steps = false});
   EXPECT_EQ(plan.shadow_tokens.at(0), 0u);
-  EXPECT_EQ(plan.shadow_tokens.at(1), 64u) << "the other shadow's tile";
-  EXPECT_EQ(plan.tokens.size(), 2u + 64u) << "the decode tokens and one tile";
+  EXPECT_EQ(plan.shadow_tokens.at(1), 65u) << "the other shadow's tile, beside decode tokens";
+  EXPECT_EQ(plan.tokens.size(), 2u + 65u) << "the decode tokens and one tile";
 }
 
 TEST(BatchPlannerTest, IdleSlotsPlanNothing) {
