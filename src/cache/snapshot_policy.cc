@@ -31,6 +31,20 @@ std::vector<int32_t> SnapshotPolicy::RequestPositions(const Prompt& prompt) {
   return out;
 }
 
+std::vector<int32_t> SnapshotPolicy::PrefillStops(std::span<const int32_t> positions, int32_t resumed, int32_t floor,
+                                                  int32_t generation_start, std::span<const int32_t> kept) {
+  std::vector<int32_t> out;
+  int32_t last = resumed;
+  for (int32_t p : positions) {
+    const bool always = p <= resumed || std::find(kept.begin(), kept.end(), p) != kept.end() ||
+                        (p < generation_start && generation_start - p <= kHeaderTokens);
+    if (!always && p - last < floor) continue;
+    out.push_back(p);
+    last = std::max(last, p);
+  }
+  return out;
+}
+
 void SnapshotPolicy::AddPosition(std::vector<int32_t>& positions, int32_t at) {
   positions.insert(std::lower_bound(positions.begin(), positions.end(), at), at);
   positions.erase(std::unique(positions.begin(), positions.end()), positions.end());

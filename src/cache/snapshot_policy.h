@@ -25,6 +25,9 @@
 //     of them, so each is computed and kept even when a deeper state exists.
 //  5. A device sequence made redundant by a newer one on its path leaves a partial state
 //     only when the model needs one and its position holds no serialized state yet.
+//  6. A request's prefill keeps a state past where it resumed only at least the engine's
+//     efficient batch floor after the last one, except those of invariants 2 and 3 and
+//     clients' breakpoints, which it always keeps.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +60,21 @@ class SnapshotPolicy {
   // The positions a request keeps states at (invariants 1-3). A raw prompt (no turns) is
   // {n_tokens, 0 message ends, generation_start n_tokens}: its end only.
   static std::vector<int32_t> RequestPositions(const Prompt& prompt);
+  // Where a request's prefill, resumed at `resumed`, stops to keep a state (invariant 6):
+  // `positions` (those up to `resumed` too: their states are there already), less each
+  // one past `resumed` fewer than `floor` tokens after the last stop (or `resumed`). A
+  // state exists only at a decode's end, and where a decode of fewer than `floor` tokens
+  // costs several times more a token (ggml's CPU flash attention takes its tiled path from
+  // 64 query tokens on; at 12k tokens of context a 63-token decode runs at a quarter of a
+  // 64-token one's speed, and the gap grows with the context) such a state costs more now
+  // than it could save later: a request parting there would resume fewer than `floor`
+  // tokens earlier. A stop far enough after the last stays even where the decode after it
+  // is short: it may save much (a system prompt another conversation begins with). Always
+  // kept: `kept` (the generation start, the prompt's end, clients' breakpoints) and a
+  // message end within kHeaderTokens before `generation_start` (invariant 3 kept it for the
+  // next request). floor <= 1 keeps every position. REQUIRES: positions ascending.
+  static std::vector<int32_t> PrefillStops(std::span<const int32_t> positions, int32_t resumed, int32_t floor,
+                                           int32_t generation_start, std::span<const int32_t> kept);
   // `positions` with `at` added (where --stabilize moved spans out of the last message:
   // the next request shares the prompt only up to there). REQUIRES: positions ascending.
   static void AddPosition(std::vector<int32_t>& positions, int32_t at);

@@ -34,6 +34,44 @@ TEST(SnapshotPolicyTest, RawPromptKeepsItsEndOnly) {
   EXPECT_EQ(P::RequestPositions({.n_tokens = 17, .generation_start = 17}), (Positions{17}));
 }
 
+// A tool turn resumed at the reply's end (100): the call's end 42 tokens later would split
+// the prefill into a 42-token decode and another; the generation start and the prompt's
+// end stay, and so do the positions before the resume (their states are there).
+TEST(SnapshotPolicyTest, PrefillStopsSkipAnEndTooCloseAfterTheLastStop) {
+  const Positions positions = {50, 90, 142, 278, 284};
+  const Positions kept = {278, 284};
+  EXPECT_EQ(P::PrefillStops(positions, 100, 64, 278, kept), (Positions{50, 90, 278, 284}));
+  // 64 tokens after it is far enough.
+  EXPECT_EQ(P::PrefillStops(positions, 78, 64, 278, kept), (Positions{50, 142, 278, 284}));
+  // Where every decode costs the same a token, every position stays.
+  EXPECT_EQ(P::PrefillStops(positions, 100, 1, 278, kept), positions);
+}
+
+TEST(SnapshotPolicyTest, PrefillStopsCountFromTheLastStopKept) {
+  const Positions positions = {20, 40, 70, 90, 140, 200, 206};
+  const Positions kept = {200, 206};
+  // 20 and 40 are too close to the start, 70 is not; 90 is too close to 70, 140 is not.
+  EXPECT_EQ(P::PrefillStops(positions, 0, 64, 200, kept), (Positions{70, 140, 200, 206}));
+}
+
+// A system prompt far from the start keeps its state though the user's message after it
+// is short: another conversation that begins with it resumes there.
+TEST(SnapshotPolicyTest, PrefillStopsKeepAFarEndBeforeAShortDecode) {
+  const Positions positions = {10000, 10054, 10060};
+  const Positions kept = {10054, 10060};
+  EXPECT_EQ(P::PrefillStops(positions, 0, 64, 10054, kept), positions);
+}
+
+TEST(SnapshotPolicyTest, PrefillStopsAlwaysKeepBreakpointsAndTheEndTheNextRequestResumesFrom) {
+  // 126 lies within kHeaderTokens before the generation start (130): invariant 3 kept it
+  // because the next request resumes there.
+  const Positions positions = {110, 126, 130, 136};
+  const Positions kept = {110, 130, 136};  // 110: a client's breakpoint
+  EXPECT_EQ(P::PrefillStops(positions, 100, 64, 130, kept), positions);
+  const Positions without_breakpoint = {130, 136};
+  EXPECT_EQ(P::PrefillStops(positions, 100, 64, 130, without_breakpoint), (Positions{126, 130, 136}));
+}
+
 TEST(SnapshotPolicyTest, AddPositionKeepsThemAscendingWithoutRepeats) {
   Positions p = {5, 12, 30};
   P::AddPosition(p, 9);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/utf8.h"
+#include "cache/snapshot_policy.h"
 #include "cache/volatile_span.h"
 #include "server/engine_loop.h"
 
@@ -230,8 +231,20 @@ bool Scheduler::AdmitWarmAhead(QueuedWarmAhead q, size_t slot_index) {
   return true;
 }
 
-// Skips the snapshot positions the resumed prompt is past already and puts the slot in.
+// Skips the snapshot positions the resumed prompt is past already and puts the slot in. A
+// request keeps no state at a message end a decode too short for the engine's efficient
+// batch would end at (SnapshotPolicy::PrefillStops); background work keeps every one (its
+// chunks are that long already, and its positions are where the next request resumes).
 void Scheduler::Place(std::unique_ptr<Slot> slot, size_t slot_index) {
+  if (!slot->background()) {
+    const GenerationTask& t = slot->task;
+    std::vector<int32_t> kept{t.generation_start, t.moved_spans_start, static_cast<int32_t>(t.prompt.size())};
+    for (const auto& bp : t.cache_breakpoints) kept.push_back(bp.position);
+    slot->task.snapshot_positions =
+        cache::SnapshotPolicy::PrefillStops(t.snapshot_positions, static_cast<int32_t>(slot->n_prompt_done),
+                                            ctx_.efficient_batch_floor(), t.generation_start, kept);
+    slot->next_snapshot = 0;
+  }
   while (slot->next_snapshot < slot->task.snapshot_positions.size() &&
          slot->task.snapshot_positions[slot->next_snapshot] <= static_cast<int32_t>(slot->n_prompt_done)) {
     ++slot->next_snapshot;

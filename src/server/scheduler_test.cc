@@ -282,6 +282,44 @@ TEST_F(SchedulerTest, APromptThatWillNotFitTakesItsRoomBeforeItsFirstDecode) {
   EXPECT_EQ(cache_->ResumableDepth("", alpha), static_cast<int32_t>(alpha.size())) << "its state is kept in RAM";
 }
 
+// SnapshotPolicy's invariant 6: where a short decode costs more a token (flash attention
+// on a CPU), a request admitted keeps no state fewer than the efficient batch floor after
+// the last stop: no decode of 30 tokens at 130. Warm-ahead keeps every one (where the next
+// request resumes).
+TEST_F(SchedulerTest, ARequestStopsItsPrefillOnlyAfterAnEfficientBatch) {
+  for (bool background : {false, true}) {
+    SCOPED_TRACE(background);
+    Open(/*n_parallel=*/1);
+    ASSERT_EQ(ctx_->efficient_batch_floor(), engine::Context::kCpuFlashAttnTile) << "flash attention is off";
+    std::vector<engine::Token> prompt;
+    for (const char* word : {"alpha", "beta", "one", "two", "three", "four"}) {
+      const auto part = Prompt(word);
+      prompt.insert(prompt.end(), part.begin() + (prompt.empty() ? 0 : 1), part.end());
+    }
+    ASSERT_GE(prompt.size(), 200u);
+    prompt.resize(200);
+    const std::vector<int32_t> positions = {20, 100, 130, 190, 200};
+    std::shared_ptr<RequestStream> stream = std::make_shared<RequestStream>();
+    if (background) {
+      QueuedWarmAhead w{.stream = stream};
+      w.task.prompt = prompt;
+      w.task.snapshot_positions = positions;
+      ASSERT_TRUE(tasks_->Push(w).ok());
+    } else {
+      QueuedTask q{.stream = stream};
+      q.task.prompt = prompt;
+      q.task.snapshot_positions = positions;
+      q.task.generation_start = 190;
+      ASSERT_TRUE(tasks_->Push(q).ok());
+    }
+    scheduler_->Schedule();
+    ASSERT_NE(scheduler_->slots()[0], nullptr);
+    EXPECT_EQ(scheduler_->slots()[0]->task.snapshot_positions,
+              background ? positions : (std::vector<int32_t>{100, 190, 200}));
+    hooks_.EndSlot(*scheduler_->slots()[0], api::FinishReason::kStop);
+  }
+}
+
 // engine_loop.h's invariant 2: a task whose admission throws is in no queue and no slot,
 // where the step's failure would reach it; it ends with an error before the step fails.
 TEST_F(SchedulerTest, ATaskWhoseAdmissionThrowsEndsWithAnError) {
