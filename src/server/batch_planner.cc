@@ -22,13 +22,41 @@ int BackgroundChunk(const BatchLimits& limits, bool beside_decode) {
   return limits.background_chunk + (beside_decode ? 1 : 0);
 }
 
+// How many of the `left` tokens before a request's next stop one decode of at most `room`
+// tokens takes (invariant 7). llama.cpp runs a decode as ubatches of limits.n_ubatch
+// tokens and what is left over; where a ubatch of fewer than limits.prefill_floor tokens
+// costs several times more a token (flash attention on a CPU), such a remainder after
+// whole ubatches is avoided: the last two ubatches' worth is split into two decodes of
+// about half each (540 tokens: 270 and 270, not 512 and 28), and a decode that does not
+// reach the stop leaves at least the floor for the next. Alone in the step only: beside
+// decode tokens the ubatch split depends on the model (a hybrid model's puts each
+// sequence's first token with the decode tokens).
+size_t PrefillChunk(size_t left, size_t room, const BatchLimits& limits, bool beside_decode) {
+  const size_t take = std::min(left, room);
+  const auto ubatch = static_cast<size_t>(limits.n_ubatch);
+  const auto floor = static_cast<size_t>(limits.prefill_floor);
+  if (beside_decode || floor <= 1 || ubatch < 2 * floor) return take;
+  if (take == left) {
+    const size_t tail = left % ubatch;
+    if (left < ubatch || tail == 0 || tail >= floor) return left;
+    return left - (ubatch + tail + 1) / 2;
+  }
+  if (take < ubatch) return take;
+  const size_t whole = take / ubatch * ubatch;
+  return left - whole >= floor ? whole : left - floor;
+}
+
 // The prompt's next chunk: up to the next snapshot position, within the budget.
 void PlanPrefill(const BatchCandidate& c, const BatchLimits& limits, bool beside_decode, int& budget, BatchPlan& plan,
                  SlotPlan& sp) {
+  size_t stop = c.prompt.size();
+  if (c.next_snapshot) stop = std::min(stop, *c.next_snapshot);
   // Background chunks stay small: a request arriving meanwhile waits at most for one.
-  const int room = c.background ? std::min(budget, BackgroundChunk(limits, beside_decode)) : budget;
-  size_t end = std::min(c.prompt.size(), c.n_prompt_done + static_cast<size_t>(room));
-  if (c.next_snapshot) end = std::min(end, *c.next_snapshot);
+  const size_t end =
+      c.n_prompt_done + (c.background ? std::min({stop - c.n_prompt_done, static_cast<size_t>(budget),
+                                                  static_cast<size_t>(BackgroundChunk(limits, beside_decode))})
+                                      : PrefillChunk(stop - c.n_prompt_done, static_cast<size_t>(budget), limits,
+                                                     beside_decode));
   const bool sample_after = !c.background;
   for (size_t j = c.n_prompt_done; j < end; ++j) {
     const bool last = j + 1 == c.prompt.size() && sample_after;

@@ -21,6 +21,11 @@
 //     in the plan is the slot's logits_index.
 //  6. Without limits.shadows_in_steps a shadow token is planned only in whole tiles, and
 //     only for a shadow whose ShadowCandidate::tiles is set.
+//  7. A request's prefill chunk in a step without decode tokens takes what the budget
+//     allows toward its stop (next snapshot position or prompt end), less where that
+//     would end the decode in a ubatch shorter than limits.prefill_floor after whole ones
+//     (the last two ubatches' worth then goes in two decodes) or leave the next chunk
+//     fewer than limits.prefill_floor tokens.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +65,10 @@ struct ShadowCandidate {
 
 struct BatchLimits {
   int n_batch = 512;          // tokens per decode
+  int n_ubatch = 512;         // tokens per ubatch, into which llama.cpp splits a decode
+  // Ubatches of fewer tokens cost several times more a token (engine::Context::
+  // efficient_batch_floor); 1: none do.
+  int prefill_floor = 1;
   int background_chunk = 32;  // tokens per step for warm-ahead prefill
   int shadow_chunk = 8;       // the smallest shadow chunk; fewer waiting: none this step
   // Whether shadows are fed in these steps, beside their replies' decode tokens (a shadow

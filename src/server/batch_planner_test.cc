@@ -60,6 +60,49 @@ TEST(BatchPlannerTest, PrefillStopsAtTheNextSnapshotWithoutLogits) {
   EXPECT_EQ(plan.slots[0].n_prompt_done_after, 40u);
 }
 
+// Invariant 7: 540 tokens to the stop would run as ubatches of 512 and 28, the 28 at
+// several times the cost a token: two decodes of 270 instead. 600 (512 and 88) go at once,
+// and so does everything where no ubatch costs more a token.
+TEST(BatchPlannerTest, PrefillSplitsAShortLastUbatchWithTheOneBefore) {
+  const auto p = Iota(700);
+  const BatchLimits limits{.n_batch = 2048, .n_ubatch = 512, .prefill_floor = 64};
+  const std::vector<BatchCandidate> first = {Prefilling(0, 0, p, 0, 540)};
+  EXPECT_EQ(PlanBatch(first, {}, limits).slots[0].n_prompt_done_after, 270u);
+  const std::vector<BatchCandidate> second = {Prefilling(0, 0, p, 270, 540)};
+  EXPECT_EQ(PlanBatch(second, {}, limits).slots[0].n_prompt_done_after, 540u);
+  const std::vector<BatchCandidate> longer_tail = {Prefilling(0, 0, p, 0, 600)};
+  EXPECT_EQ(PlanBatch(longer_tail, {}, limits).slots[0].n_prompt_done_after, 600u);
+  const std::vector<BatchCandidate> whole = {Prefilling(0, 0, p, 0, 512)};
+  EXPECT_EQ(PlanBatch(whole, {}, limits).slots[0].n_prompt_done_after, 512u);
+  EXPECT_EQ(PlanBatch(first, {}, {.n_batch = 2048, .n_ubatch = 512}).slots[0].n_prompt_done_after, 540u);
+}
+
+// Invariant 7: a prompt longer than a decode leaves the next decode at least the floor
+// (2,100 tokens: 2,036 then 64, not 2,048 then 52), in whole ubatches where it can.
+TEST(BatchPlannerTest, PrefillShortOfItsStopLeavesTheNextDecodeAtLeastTheFloor) {
+  const BatchLimits limits{.n_batch = 2048, .n_ubatch = 512, .prefill_floor = 64};
+  const auto p = Iota(2100);
+  const std::vector<BatchCandidate> c = {Prefilling(0, 0, p, 0)};
+  const BatchPlan plan = PlanBatch(c, {}, limits);
+  EXPECT_EQ(plan.slots[0].n_prompt_done_after, 2036u);
+  EXPECT_FALSE(plan.slots[0].logits_index.has_value());
+  const std::vector<BatchCandidate> rest = {Prefilling(0, 0, p, 2036)};
+  const BatchPlan last = PlanBatch(rest, {}, limits);
+  EXPECT_EQ(last.slots[0].n_prompt_done_after, 2100u);
+  EXPECT_TRUE(last.slots[0].logits_index.has_value());
+  const auto longer = Iota(2200);
+  const std::vector<BatchCandidate> d = {Prefilling(0, 0, longer, 0)};
+  EXPECT_EQ(PlanBatch(d, {}, limits).slots[0].n_prompt_done_after, 2048u);
+}
+
+// Beside decode tokens the split depends on the model: the chunk goes to its stop.
+TEST(BatchPlannerTest, PrefillBesideDecodeTokensGoesToItsStop) {
+  const auto g = Iota(5), p = Iota(700, 900);
+  const std::vector<BatchCandidate> c = {Generating(0, 0, 5, 1, g), Prefilling(1, 1, p, 0, 540)};
+  const BatchPlan plan = PlanBatch(c, {}, {.n_batch = 2048, .n_ubatch = 512, .prefill_floor = 64});
+  EXPECT_EQ(plan.slots[1].n_prompt_done_after, 540u);
+}
+
 TEST(BatchPlannerTest, PrefillSharesWhatDecodeTokensLeaveOfTheBudget) {
   const auto g = Iota(5), p1 = Iota(50), p2 = Iota(50, 900);
   const std::vector<BatchCandidate> c = {Generating(0, 0, 5, 1, g), Prefilling(1, 1, p1, 0), Prefilling(2, 2, p2, 0)};

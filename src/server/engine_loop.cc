@@ -55,6 +55,8 @@ Status EngineLoop::Open() {
   if (!ctx.ok()) return ctx.status();
   ctx_ = std::move(*ctx);
   runner_ = std::make_unique<Runner>(*ctx_, BatchLimits{.n_batch = config_.context.n_batch,
+                                                        .n_ubatch = std::min(config_.context.n_ubatch, config_.context.n_batch),
+                                                        .prefill_floor = ctx_->efficient_batch_floor(),
                                                         .background_chunk = std::max(kBackgroundChunk, ctx_->efficient_batch_floor()),
                                                         .shadows_in_steps = config_.shadow_feed == ShadowFeed::kWithDecode});
   sequences_ = std::make_unique<ContextSequenceStore>(*ctx_);
