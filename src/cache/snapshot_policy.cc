@@ -36,8 +36,10 @@ std::vector<int32_t> SnapshotPolicy::PrefillStops(std::span<const int32_t> posit
   std::vector<int32_t> out;
   int32_t last = resumed;
   for (int32_t p : positions) {
+    // A message end the generation start serves is in `positions` only where invariant 3
+    // kept it for the next request.
     const bool always = p <= resumed || std::find(kept.begin(), kept.end(), p) != kept.end() ||
-                        (p < generation_start && generation_start - p <= kHeaderTokens);
+                        ServingPosition(p, generation_start) != p;
     if (!always && p - last < floor) continue;
     out.push_back(p);
     last = std::max(last, p);
