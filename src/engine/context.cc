@@ -257,4 +257,42 @@ Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePar
   return Status::Ok();
 }
 
+StatusOr<std::vector<uint8_t>> Context::SaveSuffix(SeqId seq, Pos from) {
+  if (model_.info().n_swa > 0) {
+    ClearSeq(seq);
+    return Unimplemented("a suffix state needs a model without sliding-window layers");
+  }
+  if (from <= 0 || from >= SeqLength(seq)) {
+    ClearSeq(seq);
+    return InvalidArgument("suffix from " + std::to_string(from) + " of a sequence of " +
+                           std::to_string(SeqLength(seq)) + " positions");
+  }
+  // Positions before the recurrent state's own: llama.cpp drops only attention cells
+  // there (the recurrent cell sits at the sequence's last position).
+  if (!llama_memory_seq_rm(llama_get_memory(ctx_.get()), seq, 0, from)) {
+    ClearSeq(seq);
+    return Internal("llama.cpp refused to drop the first " + std::to_string(from) + " positions");
+  }
+  StatusOr<std::vector<uint8_t>> bytes = SaveState(seq, StatePart::kAll);
+  ClearSeq(seq);
+  return bytes;
+}
+
+Status Context::RestoreSuffix(SeqId seq, std::span<const uint8_t> suffix, std::span<const uint8_t> partial,
+                              SeqId prefix_src, Pos from) {
+  if (model_.info().n_swa > 0) {
+    ClearSeq(seq);
+    return Unimplemented("a suffix state needs a model without sliding-window layers");
+  }
+  if (prefix_src == seq || from <= 0 || SeqLength(prefix_src) < from) {
+    ClearSeq(seq);
+    return InvalidArgument("sequence " + std::to_string(prefix_src) + " holds " +
+                           std::to_string(SeqLength(prefix_src)) + " positions, not the " + std::to_string(from) +
+                           " a suffix state needs");
+  }
+  HEARTH_RETURN_IF_ERROR(RestoreState(seq, suffix, StatePart::kAll));
+  llama_memory_seq_cp(llama_get_memory(ctx_.get()), prefix_src, seq, 0, from);
+  return RestoreState(seq, partial, StatePart::kPartialOnly);
+}
+
 }  // namespace hearth::engine

@@ -169,6 +169,21 @@ class Context {
   // kDataLoss when the bytes do not fit this model and context.
   Status RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part);
 
+  // A sequence's state without the attention KV of its first `from` positions, for a
+  // sequence whose prefix another one holds too (so moving it off the device need not copy
+  // that prefix, nor restoring it duplicate its cells). SaveSuffix serializes it and
+  // clears `seq` (it is for an eviction); RestoreSuffix makes `seq` hold the whole
+  // sequence again: the suffix's cells, the first `from` positions of `prefix_src` (which
+  // must hold the same tokens there) shared, and the recurrent state from `partial` (a
+  // kPartialOnly save of the same sequence; sharing the prefix copies prefix_src's
+  // recurrent state, which `partial` replaces). Only for models without sliding-window
+  // layers (kUnimplemented otherwise). Errors as RestoreState's, plus kInvalidArgument
+  // when prefix_src holds fewer than `from` positions; on error `seq` is cleared (and
+  // SaveSuffix's `seq` too).
+  StatusOr<std::vector<uint8_t>> SaveSuffix(SeqId seq, Pos from);
+  Status RestoreSuffix(SeqId seq, std::span<const uint8_t> suffix, std::span<const uint8_t> partial,
+                       SeqId prefix_src, Pos from);
+
   // Called between micro-batches during Decode; returning true aborts it (kCancelled).
   void SetAbortCheck(std::function<bool()> check);
 

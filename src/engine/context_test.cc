@@ -96,6 +96,49 @@ TEST_P(ContextTest, PartialStateRestorePlusTrimReproducesLogits) {
   EXPECT_TRUE(LogitsClose(expected, Continue(0, more)));
 }
 
+// A sequence whose prefix another one holds, saved without that prefix and restored over
+// the other's cells, continues as it would have: the suffix's KV, the shared prefix's KV
+// and its own recurrent state (not the other sequence's, which sharing copies) all count.
+TEST_P(ContextTest, ASuffixStateRestoredOverAnotherSequencesPrefixReproducesLogits) {
+  if (model_->info().n_swa > 0) {
+    EXPECT_EQ(ctx_->SaveSuffix(0, 1).status().code(), StatusCode::kUnimplemented);
+    return;
+  }
+  auto shared = RandomTokens(60, 21), own = RandomTokens(25, 22), other = RandomTokens(30, 23),
+       more = RandomTokens(7, 24);
+  Cold(0, shared);
+  Continue(0, other);  // sequence 0: shared + other
+  ctx_->CopySeq(0, 1, 60);
+  Cold(2, shared);
+  ASSERT_TRUE(ctx_->RestoreState(1, *ctx_->SaveState(2, StatePart::kPartialOnly), StatePart::kPartialOnly).ok());
+  ctx_->ClearSeq(2);
+  Continue(1, own);  // sequence 1: shared (sharing sequence 0's cells) + own
+  ASSERT_EQ(ctx_->SeqLength(1), 85);
+  auto partial = ctx_->SaveState(1, StatePart::kPartialOnly);
+  ASSERT_TRUE(partial.ok());
+  auto whole = ctx_->StateSize(1, StatePart::kAll);
+  auto suffix = ctx_->SaveSuffix(1, 60);
+  ASSERT_TRUE(suffix.ok()) << suffix.status().ToString();
+  EXPECT_EQ(ctx_->SeqLength(1), 0);
+  EXPECT_LT(suffix->size(), whole);
+
+  std::vector<Token> all = shared;
+  all.insert(all.end(), own.begin(), own.end());
+  all.insert(all.end(), more.begin(), more.end());
+  auto expected = Cold(3, all);
+  ctx_->ClearSeq(3);
+  ASSERT_TRUE(ctx_->RestoreSuffix(1, *suffix, *partial, /*prefix_src=*/0, 60).ok());
+  EXPECT_EQ(ctx_->SeqLength(1), 85);
+  EXPECT_TRUE(LogitsClose(expected, Continue(1, more)));
+  EXPECT_EQ(ctx_->SeqLength(0), 90);  // the source is as it was
+
+  // A source shorter than the prefix is refused, and leaves the sequence empty.
+  ctx_->ClearSeq(2);
+  Cold(2, RandomTokens(10, 25));
+  EXPECT_EQ(ctx_->RestoreSuffix(3, *suffix, *partial, 2, 60).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx_->SeqLength(3), 0);
+}
+
 // A save into the spare buffer (PrepareSpareState) gives the bytes a fresh one does, and
 // a state that does not fit the spare's size is saved whole anyway.
 TEST_P(ContextTest, SavesIntoTheSpareBufferAreTheSame) {
