@@ -1,8 +1,10 @@
 // A SequenceStore without a model, for the cache's tests. Each sequence is its list of
 // tokens (standing for attention KV) plus the position its recurrent state describes.
-// It enforces what the real engine enforces: recurrent state cannot be trimmed back.
+// It enforces what the real engine enforces: recurrent state cannot be trimmed back, and
+// a suffix state restores only over another sequence's prefix.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -67,6 +69,7 @@ class FakeSequenceStore : public SequenceStore {
     if (!partial) {
       s.kv.clear();
       for (size_t at = 5; at + 4 <= bytes.size() - padding; at += 4) s.kv.push_back(get(at));
+      restored_cells += s.kv.size();
       if (cells > 0 && UsedCells() > cells) {
         s = Seq{};
         return ResourceExhausted("no free KV cells");
@@ -75,6 +78,44 @@ class FakeSequenceStore : public SequenceStore {
     ++n_restores;
     return Status::Ok();
   }
+  StatusOr<std::vector<uint8_t>> SaveSuffix(int32_t seq, int32_t from) override {
+    Seq& s = seqs_[seq];
+    if (from <= 0 || from >= static_cast<int32_t>(s.kv.size())) {
+      s = Seq{};
+      return InvalidArgument("suffix from " + std::to_string(from));
+    }
+    Seq suffix{Tokens(s.kv.begin() + from, s.kv.end()), s.rec};
+    s = Seq{};
+    std::vector<uint8_t> out{'S'};
+    WriteInt(out, suffix.rec);
+    WriteInt(out, from);
+    for (int32_t t : suffix.kv) WriteInt(out, t);
+    out.resize(out.size() + padding, 0);
+    ++n_saves;
+    return out;
+  }
+  Status RestoreSuffix(int32_t seq, std::span<const uint8_t> suffix, std::span<const uint8_t> partial,
+                       int32_t prefix_src, int32_t from) override {
+    const Seq src = seqs_[prefix_src];
+    if (prefix_src == seq || from <= 0 || static_cast<int32_t>(src.kv.size()) < from) {
+      seqs_[seq] = Seq{};
+      return InvalidArgument("no prefix of " + std::to_string(from) + " in sequence " + std::to_string(prefix_src));
+    }
+    if (suffix.size() < 9 + padding || suffix[0] != 'S' || ReadInt(suffix, 5) != from) {
+      seqs_[seq] = Seq{};
+      return DataLoss("not a suffix from " + std::to_string(from));
+    }
+    Seq s{Tokens(src.kv.begin(), src.kv.begin() + from), src.rec};  // sharing copies src's recurrent state
+    for (size_t at = 9; at + 4 <= suffix.size() - padding; at += 4) s.kv.push_back(ReadInt(suffix, at));
+    seqs_[seq] = s;
+    restored_cells += s.kv.size() - static_cast<size_t>(from);
+    if (cells > 0 && UsedCells() > cells) {
+      seqs_[seq] = Seq{};
+      return ResourceExhausted("no free KV cells");
+    }
+    return Restore(seq, partial, /*partial=*/true);
+  }
+
   int32_t Length(int32_t seq) const override {
     auto it = seqs_.find(seq);
     if (it == seqs_.end()) return 0;
@@ -93,8 +134,19 @@ class FakeSequenceStore : public SequenceStore {
   size_t padding = 0;
   size_t cells = 0;  // > 0: whole-state restores fail beyond this many cells in use
   int n_copies = 0, n_saves = 0, n_restores = 0;
+  size_t restored_cells = 0;  // KV positions restores wrote (a suffix's: its own only)
 
  private:
+  using Tokens = std::vector<int32_t>;
+  static void WriteInt(std::vector<uint8_t>& out, int32_t v) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>((v >> (8 * i)) & 0xFF));
+  }
+  static int32_t ReadInt(std::span<const uint8_t> bytes, size_t at) {
+    int32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<int32_t>(bytes[at + static_cast<size_t>(i)]) << (8 * i);
+    return v;
+  }
+
   bool recurrent_;
   std::map<int32_t, Seq> seqs_;
 };

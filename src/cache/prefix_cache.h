@@ -54,6 +54,10 @@ class SharedStore;
 
 struct CacheConfig {
   bool needs_partial = true;           // the model has recurrent or sliding-window layers
+  // The model has recurrent and attention layers, none with a sliding window: a cached
+  // sequence that shares most of its path with another on the device leaves its suffix
+  // when evicted (see EvictDevice), not its whole history.
+  bool suffix_states = false;
   std::vector<int32_t> sequences;      // context sequence ids the cache hands out
   size_t ram_budget_bytes = 1u << 30;  // --cache-ram
   size_t pin_budget_bytes = 1u << 29;  // --cache-pin-budget: held RAM states at most
@@ -279,8 +283,9 @@ class PrefixCache {
   std::optional<int32_t> TakeSequence();      // a free one, else evicts the least recent idle
   // Gives the states `wanted` selects to `keep` (another tier), most recently used first,
   // each with its serialized bytes: a device sequence serialized now, a RAM state's bytes
-  // as they are. Tails another sequence took over are never given (see Adopt). Stops
-  // when `should_stop` says so; `finished` is whether every selected state was visited.
+  // as they are. Tails another sequence took over are never given (see Adopt), nor
+  // kSuffix states. Stops when `should_stop` says so; `finished` is whether every
+  // selected state was visited.
   struct Kept {
     int n = 0;  // states `keep` accepted
     bool finished = false;
@@ -298,7 +303,13 @@ class PrefixCache {
   // ResumableDepth, with the tier of the attention part there.
   std::pair<int32_t, Tier> Resumable(const std::string& ns, std::span<const Token> tokens);
   std::optional<Source> FindSource(PrefixTree::Node* node, bool need_exact, int32_t depth);
+  // Whether kSuffix state `s` at `at` can serve as the attention source for `depth`, with
+  // the recurrent part from RAM state `partial` (or, none given, from a RAM partial at
+  // `at`): sets the source's partial and link.
+  bool SuffixSource(const PrefixTree::Node* at, const State& s, std::optional<uint64_t> partial, int32_t depth,
+                    Source* out);
   Status Execute(int32_t seq, const Source& src, int32_t depth);
+  Status RestoreSuffix(int32_t seq, const Source& src);
   Status RestoreSerialized(uint64_t id, int32_t seq, bool partial);
   std::optional<uint64_t> LeastRecentIdleDevice();
   void EnforceRamBudget();
@@ -315,7 +326,15 @@ class PrefixCache {
   // Removes a state from the tree (and its bytes from RAM), counted as evicted.
   void Forget(uint64_t id);
   void ForgetDiskKeys(const std::vector<uint64_t>& keys);
+  // Moves cached device state `state_id` off the device (see prefix_cache_tiers.cc).
   void EvictDevice(uint64_t state_id);
+  void KeepSuffix(PrefixTree::Node* node, int32_t seq, int shared);
+  // How many tokens of the path to `node` another sequence on the device holds: a cached
+  // one other than `seq`, or one a request took over at a node.
+  int SharedWithDevice(const PrefixTree::Node* node, int32_t seq);
+  // A cached device sequence whose path shares at least `depth` tokens with the path to
+  // `node` (the attention KV a kSuffix state there is restored over), with its state.
+  std::optional<std::pair<int32_t, uint64_t>> SequenceThrough(const PrefixTree::Node* node, int32_t depth);
   // For a device state with a tail (State::tail_start): the depth its path shares with
   // another sequence on the device (cached, or taken over by a request), when that
   // reaches tail_start; else nullopt.

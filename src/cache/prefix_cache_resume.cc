@@ -25,9 +25,12 @@ int TierCost(Tier t) { return t == Tier::kDevice ? 0 : t == Tier::kRam ? 1 : 2; 
 // recurrent part, when it sits exactly at the depth), plus a partial state when the
 // attention source lies deeper.
 struct PrefixCache::Source {
-  uint64_t attention = 0;           // kDevice or kFull state at or below the depth
+  uint64_t attention = 0;           // kDevice, kFull or kSuffix state at or below the depth
   std::optional<uint64_t> partial;  // state at exactly the depth, when attention is deeper
+                                    // (a kSuffix's: always, in RAM)
   Tier tier = Tier::kDevice;
+  int32_t link = -1;                // a kSuffix's: the device sequence its prefix comes from
+  uint64_t link_state = 0;          //   and that sequence's device state
 };
 
 // The best state to restore the attention part for depth `depth` from: a device
@@ -38,23 +41,25 @@ std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* nod
   // than `depth` costs its whole length in time and free KV cells to restore).
   std::optional<Source> best;
   size_t best_bytes = 0;
-  auto consider = [&](const State& s, std::optional<uint64_t> partial) {
+  auto consider = [&](const PrefixTree::Node* at, const State& s, std::optional<uint64_t> partial) {
     if (s.kind == StateKind::kPartial) return;
-    Tier t = s.tier;
-    if (partial) {
-      const State* p = tree_.FindState(*partial);
+    Source candidate{s.id, partial, s.tier};
+    if (s.kind == StateKind::kSuffix && !SuffixSource(at, s, partial, depth, &candidate)) return;
+    Tier& t = candidate.tier;
+    if (candidate.partial) {
+      const State* p = tree_.FindState(*candidate.partial);
       if (p && TierCost(p->tier) > TierCost(t)) t = p->tier;
     }
     const size_t bytes = s.kind == StateKind::kDevice ? 0 : s.bytes;
     if (!best || TierCost(t) < TierCost(best->tier) || (TierCost(t) == TierCost(best->tier) && bytes < best_bytes)) {
-      best = Source{s.id, partial, t};
+      best = candidate;
       best_bytes = bytes;
     }
   };
   // States exactly here carry both parts.
   const bool at_depth = node->depth == depth;
   if (at_depth) {
-    for (const auto& s : node->states) consider(s, std::nullopt);
+    for (const auto& s : node->states) consider(node, s, std::nullopt);
     if (best && best->tier == Tier::kDevice) return best;
   }
   std::optional<uint64_t> partial;
@@ -76,10 +81,27 @@ std::optional<PrefixCache::Source> PrefixCache::FindSource(PrefixTree::Node* nod
   while (!stack.empty()) {
     PrefixTree::Node* n = stack.back();
     stack.pop_back();
-    for (const auto& s : n->states) consider(s, partial);
+    for (const auto& s : n->states) consider(n, s, partial);
     for (auto& [tok, child] : n->children) stack.push_back(child.get());
   }
   return best;
+}
+
+bool PrefixCache::SuffixSource(const PrefixTree::Node* at, const State& s, std::optional<uint64_t> partial,
+                               int32_t depth, Source* out) {
+  if (s.suffix_from >= depth) return false;  // a sequence through suffix_from serves better
+  if (!partial) {
+    for (const auto& st : at->states) {
+      if (st.kind == StateKind::kPartial && st.tier == Tier::kRam) partial = st.id;
+    }
+  }
+  const State* p = partial ? tree_.FindState(*partial) : nullptr;
+  if (p == nullptr || p->tier != Tier::kRam) return false;
+  const auto link = SequenceThrough(at, s.suffix_from);
+  if (!link) return false;
+  out->partial = partial;
+  std::tie(out->link, out->link_state) = *link;
+  return true;
 }
 
 // Restores a serialized state (RAM or disk) into `seq`. A disk file that fails its
@@ -90,6 +112,7 @@ Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
   PrefixTree::Node* node = nullptr;
   State* s = tree_.FindState(id, &node);
   if (s == nullptr) return Internal("state vanished");
+  if (s->kind == StateKind::kSuffix) return Internal("a suffix state restores only over a sequence's prefix");
   tree_.Touch(id);
   if (s->tier != Tier::kDisk) {
     restored_bytes_ += Bytes(*s).size();
@@ -112,16 +135,40 @@ Status PrefixCache::RestoreSerialized(uint64_t id, int32_t seq, bool partial) {
   return store_.Restore(seq, *loaded, partial);
 }
 
+// Restores kSuffix source `src` into `seq` over its link's prefix. Bytes the context
+// refused for any reason but room are forgotten, as RestoreSerialized does.
+Status PrefixCache::RestoreSuffix(int32_t seq, const Source& src) {
+  const State* a = tree_.FindState(src.attention);
+  const State* p = src.partial ? tree_.FindState(*src.partial) : nullptr;
+  const State* link = tree_.FindState(src.link_state);
+  if (a == nullptr || p == nullptr || link == nullptr || link->seq != src.link) return Internal("state vanished");
+  tree_.Touch(src.attention);
+  tree_.Touch(*src.partial);
+  tree_.Touch(src.link_state);
+  const std::span<const uint8_t> suffix = Bytes(*a), partial = Bytes(*p);
+  restored_bytes_ += suffix.size() + partial.size();
+  Status restored = store_.RestoreSuffix(seq, suffix, partial, src.link, a->suffix_from);
+  if (!restored.ok() && restored.code() != StatusCode::kResourceExhausted) {
+    std::fprintf(stderr, "hearth: a suffix state failed to restore (%s); dropped\n", restored.message().c_str());
+    Forget(src.attention);
+  }
+  return restored;
+}
+
 Status PrefixCache::Execute(int32_t seq, const Source& src, int32_t depth) {
   State* a = tree_.FindState(src.attention);
   if (a == nullptr) return Internal("state vanished");
   if (a->kind == StateKind::kDevice) {
     tree_.Touch(src.attention);
     store_.Copy(a->seq, seq, depth);
+  } else if (a->kind == StateKind::kSuffix) {
+    HEARTH_RETURN_IF_ERROR(RestoreSuffix(seq, src));
   } else {
     HEARTH_RETURN_IF_ERROR(RestoreSerialized(src.attention, seq, /*partial=*/false));
   }
-  if (src.partial) HEARTH_RETURN_IF_ERROR(RestoreSerialized(*src.partial, seq, /*partial=*/true));
+  if (src.partial && a->kind != StateKind::kSuffix) {
+    HEARTH_RETURN_IF_ERROR(RestoreSerialized(*src.partial, seq, /*partial=*/true));
+  }
   HEARTH_RETURN_IF_ERROR(store_.Truncate(seq, depth));
   if (store_.Length(seq) != depth) {
     return Internal("restored sequence holds " + std::to_string(store_.Length(seq)) + " positions, expected " +
@@ -265,6 +312,7 @@ Status PrefixCache::Reseed(const std::string& ns, std::span<const Token> tokens,
           store_.Copy(st.seq, seq, depth);
           return Status::Ok();
         }
+        if (st.kind == StateKind::kSuffix) continue;  // a partial sits beside it
         auto& slot = st.kind == StateKind::kPartial ? partial : full;
         if (!slot || st.tier == Tier::kRam) slot = st.id;
       }

@@ -98,7 +98,7 @@ int PrefixCache::ShareMarkedPositions(const std::function<bool()>& should_stop) 
     const PrefixTree::Node* node = m.path.back();
     // Whole already (given by ShareBehind's first pass), or nothing to restore from.
     auto has = [&](auto pred) { return std::any_of(node->states.begin(), node->states.end(), pred); };
-    if (has([](const State& x) { return x.kind != StateKind::kPartial; })) continue;
+    if (has([](const State& x) { return x.kind == StateKind::kDevice || x.kind == StateKind::kFull; })) continue;
     if (!has([](const State& x) { return x.kind == StateKind::kPartial; })) continue;
     std::optional<int32_t> kv_source;
     std::vector<const PrefixTree::Node*> below = {node};

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ class PrefixCacheTest : public ::testing::Test {
     store_ = std::make_unique<FakeSequenceStore>(recurrent);
     CacheConfig c;
     c.needs_partial = recurrent;
+    c.suffix_states = suffix_states_;
     for (int i = 0; i < n_seqs; ++i) c.sequences.push_back(i);
     c.ram_budget_bytes = ram;
     c.pin_budget_bytes = pin_budget;
@@ -82,6 +84,7 @@ class PrefixCacheTest : public ::testing::Test {
   std::unique_ptr<PrefixCache> cache_;
   ResumeReport last_report_;
   std::chrono::steady_clock::time_point now_{};
+  bool suffix_states_ = false;  // CacheConfig::suffix_states for the next Make
 };
 
 }  // namespace hearth::cache

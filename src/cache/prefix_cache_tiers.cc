@@ -27,10 +27,11 @@ int SharedDepth(const Path& path, const PrefixTree::Node* node) {
   return 0;
 }
 
-// Whether a full or device state lies at `node` or below it (attention KV through it).
+// Whether a full or device state lies at `node` or below it (attention KV through it; a
+// suffix state's needs another sequence's too).
 bool HasAttentionAtOrBelow(const PrefixTree::Node* node) {
   for (const auto& s : node->states) {
-    if (s.kind != StateKind::kPartial) return true;
+    if (s.kind == StateKind::kDevice || s.kind == StateKind::kFull) return true;
   }
   for (const auto& [token, child] : node->children) {
     if (HasAttentionAtOrBelow(child.get())) return true;
@@ -78,17 +79,34 @@ bool PrefixCache::SpareASequence() {
   return idle >= 2 && EvictIdleDevice();
 }
 
-std::optional<int> PrefixCache::DroppableAt(const PrefixTree::Node* node, const State& s) {
-  if (s.tail_start <= 0) return std::nullopt;
+int PrefixCache::SharedWithDevice(const PrefixTree::Node* node, int32_t seq) {
   const Path path = PathTo(node);
   int shared = 0;
   for (const auto& [other_seq, id] : device_state_of_seq_) {
     PrefixTree::Node* other = nullptr;
-    if (other_seq != s.seq && tree_.FindState(id, &other) != nullptr) shared = std::max(shared, SharedDepth(path, other));
+    if (other_seq != seq && tree_.FindState(id, &other) != nullptr) shared = std::max(shared, SharedDepth(path, other));
   }
   for (const auto& [lent_seq, at] : lent_) {
     if (at != nullptr) shared = std::max(shared, SharedDepth(path, at));
   }
+  return shared;
+}
+
+std::optional<std::pair<int32_t, uint64_t>> PrefixCache::SequenceThrough(const PrefixTree::Node* node,
+                                                                         int32_t depth) {
+  const Path path = PathTo(node);
+  for (const auto& [seq, id] : device_state_of_seq_) {
+    PrefixTree::Node* other = nullptr;
+    if (tree_.FindState(id, &other) != nullptr && SharedDepth(path, other) >= depth) {
+      return std::pair{seq, id};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<int> PrefixCache::DroppableAt(const PrefixTree::Node* node, const State& s) {
+  if (s.tail_start <= 0) return std::nullopt;
+  const int shared = SharedWithDevice(node, s.seq);
   if (shared < s.tail_start) return std::nullopt;
   return shared;
 }
@@ -115,7 +133,13 @@ void PrefixCache::DropSuperseded(uint64_t state_id, int shared) {
 
 // Moves a cached device sequence's full state to RAM (when the budget allows), then
 // frees the sequence; one whose tail another sequence has taken over is dropped
-// instead (see Adopt).
+// instead (see Adopt). With CacheConfig::suffix_states, a sequence that shares at least
+// half its path with another on the device (a shadow's re-rendered tool loop beside the
+// request it forked from) leaves a kSuffix state (the attention KV past what they share,
+// a few MiB) and a kPartial (its recurrent part) instead of its whole history: restoring
+// a whole state writes every position into fresh KV cells beside the cells the other
+// sequence already holds for the same tokens, and every later decode step attends over
+// both copies (llama.cpp's unified cache spans every cell up to the highest in use).
 void PrefixCache::EvictDevice(uint64_t state_id) {
   PrefixTree::Node* node = nullptr;
   State* s = tree_.FindState(state_id, &node);
@@ -124,12 +148,33 @@ void PrefixCache::EvictDevice(uint64_t state_id) {
     return;
   }
   const int32_t seq = s->seq;
-  auto bytes = store_.Save(seq, /*partial=*/false);
+  const int shared = config_.suffix_states ? SharedWithDevice(node, seq) : 0;
   // The node stays alive while the device state is still on it.
-  if (bytes.ok()) Keep(node, StateKind::kFull, std::move(*bytes));
+  if (shared > 0 && shared < node->depth && 2 * shared >= node->depth) {
+    KeepSuffix(node, seq, shared);
+  } else if (auto bytes = store_.Save(seq, /*partial=*/false); bytes.ok()) {
+    Keep(node, StateKind::kFull, std::move(*bytes));
+  }
   tree_.RemoveState(state_id);
   device_state_of_seq_.erase(seq);
   store_.Clear(seq);
+}
+
+// EvictDevice's suffix: a kPartial at `node` (unless one is in RAM there) and the kSuffix,
+// both in RAM or neither. A failed save keeps nothing (the sequence goes all the same).
+void PrefixCache::KeepSuffix(PrefixTree::Node* node, int32_t seq, int shared) {
+  const bool has_partial = std::any_of(node->states.begin(), node->states.end(), [](const State& st) {
+    return st.kind == StateKind::kPartial && st.tier == Tier::kRam;
+  });
+  StatusOr<std::vector<uint8_t>> partial = std::vector<uint8_t>{};
+  if (!has_partial) partial = store_.Save(seq, /*partial=*/true);
+  if (!partial.ok()) return;
+  auto suffix = store_.SaveSuffix(seq, shared);
+  if (!suffix.ok() || suffix->size() + partial->size() > config_.ram_budget_bytes) return;
+  if (!has_partial) AddRamState(node, StateKind::kPartial, std::move(*partial));
+  const uint64_t id = AddRamState(node, StateKind::kSuffix, std::move(*suffix));
+  tree_.FindState(id)->suffix_from = shared;
+  EnforceRamBudget();
 }
 
 void PrefixCache::Keep(PrefixTree::Node* node, StateKind kind, std::vector<uint8_t> bytes) {
@@ -185,7 +230,9 @@ void PrefixCache::EnforceRamBudget() {
     PrefixTree::Node* node = nullptr;
     State* s = tree_.FindState(victim, &node);
     auto it = ram_.find(victim);
-    if (disk_ && it != ram_.end() && !HasDiskTwin(node, s->kind)) AddDiskState(node, s->kind, it->second, s->last_used);
+    if (disk_ && it != ram_.end() && s->kind != StateKind::kSuffix && !HasDiskTwin(node, s->kind)) {
+      AddDiskState(node, s->kind, it->second, s->last_used);
+    }
     Forget(victim);
   }
 }
@@ -236,8 +283,10 @@ PrefixCache::Kept PrefixCache::KeepElsewhere(const std::function<bool(const Pref
                                              const std::function<bool()>& should_stop, const KeepFn& keep) {
   std::vector<std::pair<int64_t, uint64_t>> todo;  // (last_used, id)
   tree_.ForEachState([&](const PrefixTree::Node* n, const State& s) {
-    // A tail another sequence took over is dropped, not kept (see Adopt).
+    // A tail another sequence took over is dropped, not kept (see Adopt); a suffix needs
+    // this device's sequences.
     if (s.kind == StateKind::kDevice && DroppableAt(n, s)) return;
+    if (s.kind == StateKind::kSuffix) return;
     if (wanted(n, s)) todo.emplace_back(s.last_used, s.id);
   });
   std::sort(todo.rbegin(), todo.rend());

@@ -24,6 +24,7 @@ const char* StateKindName(StateKind kind) {
     case StateKind::kDevice: return "device";
     case StateKind::kFull: return "full";
     case StateKind::kPartial: return "partial";
+    case StateKind::kSuffix: return "suffix";
   }
   return "?";
 }

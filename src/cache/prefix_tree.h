@@ -52,7 +52,10 @@ namespace hearth::cache {
 
 using Token = int32_t;
 
-enum class StateKind { kDevice, kFull, kPartial };
+// kSuffix: a whole state without the attention KV of its first suffix_from positions,
+// which a device sequence through them supplies when it is restored (RAM only; with a
+// kPartial at the same node for its recurrent part: see PrefixCache::EvictDevice).
+enum class StateKind { kDevice, kFull, kPartial, kSuffix };
 // kShared: a resume that read its state from the shared tier (shared_store.h) just now.
 // No state in the tree has it: what the shared tier gives becomes a RAM state.
 enum class Tier { kDevice, kRam, kDisk, kShared };
@@ -71,6 +74,7 @@ struct State {
   // kDevice: where the part of its tokens not worth a copy of its own begins (0: none).
   // See PrefixCache::Adopt.
   int32_t tail_start = 0;
+  int32_t suffix_from = 0;  // kSuffix only: where its attention KV begins
 };
 
 class PrefixTree {

@@ -28,6 +28,14 @@ class SequenceStore {
   // other sequences hold; others when the bytes do not fit. `seq` is then empty.
   virtual Status Restore(int32_t seq, std::span<const uint8_t> bytes, bool partial) = 0;
   virtual int32_t Length(int32_t seq) const = 0;
+  // A whole state without the attention part of positions [0, from), which another
+  // sequence holds too; `seq` is cleared either way (it is for an eviction).
+  virtual StatusOr<std::vector<uint8_t>> SaveSuffix(int32_t seq, int32_t from) = 0;
+  // `seq` := the state SaveSuffix saved, over the first `from` positions of `prefix_src`
+  // (same tokens), with the recurrent part from `partial` (Save(seq, true) of the same
+  // sequence). Errors as Restore's; `seq` is then empty.
+  virtual Status RestoreSuffix(int32_t seq, std::span<const uint8_t> suffix, std::span<const uint8_t> partial,
+                               int32_t prefix_src, int32_t from) = 0;
 };
 
 }  // namespace hearth::cache

@@ -22,6 +22,11 @@ class ContextSequenceStore : public cache::SequenceStore {
     return ctx_.RestoreState(seq, bytes, partial ? engine::StatePart::kPartialOnly : engine::StatePart::kAll);
   }
   int32_t Length(int32_t seq) const override { return ctx_.SeqLength(seq); }
+  StatusOr<std::vector<uint8_t>> SaveSuffix(int32_t seq, int32_t from) override { return ctx_.SaveSuffix(seq, from); }
+  Status RestoreSuffix(int32_t seq, std::span<const uint8_t> suffix, std::span<const uint8_t> partial,
+                       int32_t prefix_src, int32_t from) override {
+    return ctx_.RestoreSuffix(seq, suffix, partial, prefix_src, from);
+  }
 
  private:
   engine::Context& ctx_;

@@ -60,6 +60,29 @@ class FaultySequenceStore : public cache::SequenceStore {
     return base_.Restore(seq, bytes, partial);
   }
   int32_t Length(int32_t seq) const override { return base_.Length(seq); }
+  // A suffix is a whole state: the faults for whole states apply.
+  StatusOr<std::vector<uint8_t>> SaveSuffix(int32_t seq, int32_t from) override {
+    if (Fire(StoreFault::kSaveError, false)) {
+      base_.Clear(seq);
+      return Unavailable("cannot save the state (injected)");
+    }
+    auto bytes = base_.SaveSuffix(seq, from);
+    if (bytes.ok() && Fire(StoreFault::kTruncatedSave, false)) bytes->resize(bytes->size() / 2);
+    return bytes;
+  }
+  Status RestoreSuffix(int32_t seq, std::span<const uint8_t> suffix, std::span<const uint8_t> partial,
+                       int32_t prefix_src, int32_t from) override {
+    if (Fire(StoreFault::kRestoreError, false)) {
+      base_.Clear(seq);
+      return DataLoss("cannot restore the state (injected)");
+    }
+    if (Fire(StoreFault::kNoRoom, false)) {
+      base_.Clear(seq);
+      return ResourceExhausted("no free KV cells (injected)");
+    }
+    if (Fire(StoreFault::kSlowRestore, false)) std::this_thread::sleep_for(slow_restore);
+    return base_.RestoreSuffix(seq, suffix, partial, prefix_src, from);
+  }
 
  private:
   struct Armed {
