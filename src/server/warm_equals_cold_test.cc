@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cache/cache_summary.h"
 #include "cache/disk_store.h"
 #include "cache/redis_store.h"
 #include "cache/prefix_cache.h"
@@ -36,6 +37,9 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
     // As the server decides (engine_loop.cc): any layer that cannot be trimmed back.
     needs_partial_ = false;
     for (engine::LayerKind k : model_->info().layers) needs_partial_ |= k != engine::LayerKind::kAttention;
+    const auto& layers = model_->info().layers;
+    suffix_states_ = model_->info().has_recurrent && model_->info().n_swa == 0 &&
+                     std::find(layers.begin(), layers.end(), engine::LayerKind::kAttention) != layers.end();
   }
 
   // A fresh context + cache ("server start"); `n_seqs` sequences, RAM budget, disk dir.
@@ -61,6 +65,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
     }
     cache::CacheConfig cc;
     cc.needs_partial = needs_partial_;
+    cc.suffix_states = suffix_states_;
     for (int i = 0; i < n_seqs; ++i) cc.sequences.push_back(i);
     cc.ram_budget_bytes = ram;
     cache_ = std::make_unique<cache::PrefixCache>(cc, *store_, disk_.get());
@@ -107,6 +112,7 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
 
   const engine::Model* model_ = nullptr;
   bool needs_partial_ = true;
+  bool suffix_states_ = false;  // where the server keeps them (engine_loop.cc)
   std::unique_ptr<engine::Context> ctx_;
   std::unique_ptr<ContextSequenceStore> store_;
   std::unique_ptr<cache::DiskStore> disk_;
@@ -205,6 +211,36 @@ TEST_P(WarmEqualsColdTest, ResumeFromTheSharedTierOnAnotherReplica) {
   auto [warm3, reused3] = Turn(p3, {}, {});
   EXPECT_EQ(reused3, 50);
   EXPECT_TRUE(Close(Cold(p3), warm3));
+}
+
+// Two conversations on one system prompt, both on the device. The one evicted leaves, on
+// the hybrids with attention and no sliding window, only its KV past the shared prompt
+// (a suffix state) and its recurrent state; its follow-up restores them over the other
+// conversation's cells, and computes what a cold prefill of the whole history does.
+// Elsewhere the state is saved whole, and the same follow-up holds.
+TEST_P(WarmEqualsColdTest, ResumeFromASuffixOverAnotherConversationsPrefix) {
+  Start(2, 256u << 20);
+  const auto system = RandomTokens(100, 20);
+  const auto p1 = Concat(system, RandomTokens(10, 21)), r1 = RandomTokens(5, 22);
+  Turn(p1, r1, {100});
+  EXPECT_EQ(Turn(Concat(system, RandomTokens(20, 23)), RandomTokens(5, 24), {100}).second, 100);
+  ASSERT_EQ(cache_->stats().device_cached, 2);
+  ASSERT_TRUE(cache_->EvictIdleDevice());  // the least recent: the first conversation
+  std::vector<cache::StateKind> at_115;
+  for (const auto& c : cache::SummarizeCache(*cache_, {.max_conversations = 100}).conversations) {
+    for (const auto& st : c.states) {
+      if (st.position == 115) at_115.push_back(st.kind);
+    }
+  }
+  const auto holds = [&](cache::StateKind k) { return std::ranges::find(at_115, k) != at_115.end(); };
+  EXPECT_EQ(holds(cache::StateKind::kSuffix), suffix_states_);
+  EXPECT_EQ(holds(cache::StateKind::kFull), !suffix_states_);
+
+  const auto p3 = Concat(Concat(p1, r1), RandomTokens(8, 25));
+  auto [warm, reused] = Turn(p3, {}, {});
+  EXPECT_EQ(reused, 115);
+  EXPECT_EQ(last_report_.tier, cache::Tier::kRam);
+  EXPECT_TRUE(Close(Cold(p3), warm));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WarmEqualsColdTest,
