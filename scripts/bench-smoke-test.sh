@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest's bench_smoke: starts `hearth serve` on a tiny model, runs `hearth bench` for three
-# turns of plain chat against it (after its depth probe), and checks the results folder.
+# turns of plain chat against it (between its depth probes), and checks the results folder.
 # Usage: bench-smoke-test.sh HEARTH MODEL.gguf
 set -euo pipefail
 hearth=$1 model=$2
@@ -28,11 +28,13 @@ done
 if command -v gnuplot >/dev/null; then
   [[ -s "$out/plots/ttft_vs_context.png" && -s "$out/plots/prefilled_chat.png" ]] || fail "gnuplot present but no PNGs"
 fi
-[[ $(wc -l <"$out/rows.jsonl") -eq 4 ]] || fail "rows.jsonl should have 4 rows (the depth probe and 3 turns)"
-jq -se '[.[] | select(.scenario == "probe")] | length == 1 and .[0].kind == "cold" and .[0].ok
-        and .[0].prompt_tokens >= 200' "$out/rows.jsonl" >/dev/null \
-  || fail "rows.jsonl lacks the depth probe's cold prompt"
-# Header, the probe, and one row per turn: every turn succeeded, turns 0..2, new tokens counted.
+[[ $(wc -l <"$out/rows.jsonl") -eq 5 ]] || fail "rows.jsonl should have 5 rows (the depth probe before and after 3 turns)"
+jq -se '[.[] | select(.scenario == "probe")] | length == 2 and all(.kind == "cold" and .ok and .prompt_tokens >= 200)' \
+  "$out/rows.jsonl" >/dev/null \
+  || fail "rows.jsonl lacks the depth probes' cold prompts"
+jq -se '.[0].scenario == "probe" and .[-1].scenario == "probe"' "$out/rows.jsonl" >/dev/null \
+  || fail "the depth probes should come before and after the sessions"
+# Header, the probes, and one row per turn: every turn succeeded, turns 0..2, new tokens counted.
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
          $col["scenario"] == "probe" { next }
          { n++

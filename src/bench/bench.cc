@@ -138,9 +138,10 @@ int RunBench(const BenchConfig& config) {
     }
     for (int rep = 0; rep < config.reps; ++rep) runner.Replay(*lines, config.replay_max_tokens);
   }
-  if (config.depth_probe_tokens > 0 && !config.scenarios.empty()) {
-    runner.DepthProbe(config.depth_probe_tokens, MixSeed(config.spec.seed, std::hash<std::string>{}(config.spec.nonce)));
-  }
+  // Probed before the scenarios and again after them: the summary takes the faster.
+  const bool probe = config.depth_probe_tokens > 0 && !config.scenarios.empty();
+  const uint64_t probe_seed = MixSeed(config.spec.seed, std::hash<std::string>{}(config.spec.nonce));
+  if (probe) runner.DepthProbe(config.depth_probe_tokens, probe_seed);
   for (Scenario sc : config.scenarios) {
     for (int rep = 0; rep < config.reps; ++rep) {
       WorkloadSpec spec = config.spec;
@@ -149,6 +150,7 @@ int RunBench(const BenchConfig& config) {
       runner.Run(MakeWorkload(spec));
     }
   }
+  if (probe) runner.DepthProbe(config.depth_probe_tokens, MixSeed(probe_seed, 1));
   if (!config.sweep_sizes.empty()) {
     for (int rep = 0; rep < config.reps; ++rep) {
       runner.Sweep(config.sweep_sizes, config.spec.seed, rep, /*warm=*/!config.sweep_cold_only);

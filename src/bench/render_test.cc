@@ -256,6 +256,23 @@ TEST(GroupSummaryTest, NoIdealAtDepthWithoutAProbeOrFromACachedOne) {
   EXPECT_FALSE(SummarizeGroups(rows)[0].ttft_vs_ideal_at_depth.has_value());
 }
 
+// Two probes, one of them slowed by a busy moment of the machine: the faster one gives the
+// cost, in either order.
+TEST(GroupSummaryTest, OfTwoProbesTheFasterOneGivesTheCost) {
+  for (bool slow_first : {true, false}) {
+    SCOPED_TRACE(slow_first);
+    auto rows = FollowUpsAtTheirDepthCost(/*with_probe=*/true);
+    TurnRow slow = rows[0];
+    slow.ttft_ms = 2 * *slow.ttft_ms;
+    rows.insert(slow_first ? rows.begin() : rows.end(), slow);
+    const auto groups = SummarizeGroups(rows);
+    ASSERT_EQ(groups.size(), 1u);
+    ASSERT_TRUE(groups[0].ttft_vs_ideal_at_depth.has_value());
+    EXPECT_NEAR(groups[0].ttft_vs_ideal_at_depth->min, 1.0, 1e-9);
+    EXPECT_NEAR(groups[0].ttft_vs_ideal_at_depth->max, 1.0, 1e-9);
+  }
+}
+
 // A first turn not three times the probe's length cannot tell the cost at depth 0 from
 // its growth (a few percent of noise would move b anywhere): no ideal at depth.
 TEST(GroupSummaryTest, NoIdealAtDepthFromAProbeAsLongAsTheFirstTurn) {

@@ -20,8 +20,9 @@
 
 namespace hearth::bench {
 
-// The scenario of a depth probe's row (Runner::DepthProbe): one cold prompt per server
-// that calibrates the ideal at depth below; it belongs to no group or session.
+// The scenario of a depth probe's row (Runner::DepthProbe): a cold prompt per server, sent
+// before the scenarios and after, that calibrates the ideal at depth below (the faster
+// one a token); it belongs to no group or session.
 inline constexpr const char* kDepthProbeScenario = "probe";
 
 struct TurnRow {
