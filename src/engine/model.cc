@@ -106,6 +106,14 @@ void InitBackend(bool verbose) {
   });
 }
 
+bool ModelInfo::NeedsPartialStates() const {
+  return std::any_of(layers.begin(), layers.end(), [](LayerKind k) { return k != LayerKind::kAttention; });
+}
+
+bool ModelInfo::HasSuffixStates() const {
+  return has_recurrent && n_swa == 0 && std::find(layers.begin(), layers.end(), LayerKind::kAttention) != layers.end();
+}
+
 const char* LayerKindName(LayerKind kind) {
   switch (kind) {
     case LayerKind::kAttention: return "attention";

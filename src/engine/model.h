@@ -56,6 +56,13 @@ struct ModelInfo {
   bool has_recurrent = false;
   std::string chat_template;  // embedded tokenizer.chat_template, may be empty
   std::string fingerprint;    // 32 hex digits: see FingerprintFile
+
+  // Some layer cannot be trimmed back to an earlier position (recurrent or sliding
+  // window): reusing a prefix then needs a partial state saved at its end.
+  bool NeedsPartialStates() const;
+  // Context::SaveSuffix saves less than a whole state: recurrent layers beside attention
+  // ones, and no sliding window (which SaveSuffix refuses).
+  bool HasSuffixStates() const;
 };
 
 // Where and how the weights load, as llama-server's -ngl, --no-mmap, --mlock, -dev, -sm,

@@ -59,6 +59,33 @@ TEST(ModelTest, GptOssAlternatesSlidingAndFullLayersWithoutAPatternKey) {
                                                  LayerKind::kSlidingWindow, LayerKind::kAttention}));
 }
 
+// What the cache keeps for a model follows from its layers (engine_loop.cc's CacheConfig).
+TEST(ModelInfoTest, LayersDecidePartialAndSuffixStates) {
+  const auto info = [](std::vector<LayerKind> layers, int n_swa) {
+    ModelInfo i;
+    i.layers = std::move(layers);
+    i.n_layer = static_cast<int>(i.layers.size());
+    i.n_swa = n_swa;
+    for (LayerKind k : i.layers) i.has_recurrent |= k == LayerKind::kRecurrent;
+    return i;
+  };
+  const LayerKind a = LayerKind::kAttention, r = LayerKind::kRecurrent, w = LayerKind::kSlidingWindow;
+  const ModelInfo attention = info({a, a}, 0), hybrid = info({r, r, r, a}, 0), recurrent = info({r, r}, 0),
+                  sliding = info({w, a}, 32), sliding_hybrid = info({r, w, a}, 32);
+  EXPECT_FALSE(attention.NeedsPartialStates());
+  EXPECT_FALSE(attention.HasSuffixStates());
+  EXPECT_TRUE(hybrid.NeedsPartialStates());
+  EXPECT_TRUE(hybrid.HasSuffixStates());
+  // A state of recurrent layers alone has no attention prefix to leave out.
+  EXPECT_TRUE(recurrent.NeedsPartialStates());
+  EXPECT_FALSE(recurrent.HasSuffixStates());
+  // Context::SaveSuffix refuses a sliding window.
+  EXPECT_TRUE(sliding.NeedsPartialStates());
+  EXPECT_FALSE(sliding.HasSuffixStates());
+  EXPECT_TRUE(sliding_hybrid.NeedsPartialStates());
+  EXPECT_FALSE(sliding_hybrid.HasSuffixStates());
+}
+
 TEST(ModelTest, FingerprintIsStableAndContentBased) {
   auto a = FingerprintFile(testing::TestModelPath("qwen35"));
   auto b = FingerprintFile(testing::TestModelPath("qwen35"));

@@ -75,10 +75,8 @@ Status EngineLoop::Open() {
     }
   }
   cache::CacheConfig cc;
-  for (engine::LayerKind k : model_.info().layers) cc.needs_partial |= (k != engine::LayerKind::kAttention);
-  const auto& layers = model_.info().layers;
-  cc.suffix_states = model_.info().has_recurrent && model_.info().n_swa == 0 &&
-                     std::find(layers.begin(), layers.end(), engine::LayerKind::kAttention) != layers.end();
+  cc.needs_partial = model_.info().NeedsPartialStates();
+  cc.suffix_states = model_.info().HasSuffixStates();
   for (int i = 0; i < config_.context.n_seq_max; ++i) cc.sequences.push_back(i);
   cc.ram_budget_bytes = config_.cache_ram_bytes;
   cc.pin_budget_bytes = config_.cache_pin_bytes;

@@ -67,7 +67,7 @@ class SchedulerTest : public ::testing::Test {
     ctx_ = std::move(*ctx);
     store_ = std::make_unique<ContextSequenceStore>(*ctx_);
     cache::CacheConfig cc;
-    for (engine::LayerKind k : model_->info().layers) cc.needs_partial |= (k != engine::LayerKind::kAttention);
+    cc.needs_partial = model_->info().NeedsPartialStates();
     for (int i = 0; i < config_.context.n_seq_max; ++i) cc.sequences.push_back(i);
     cache_ = std::make_unique<cache::PrefixCache>(cc, *store_, nullptr);
     tasks_ = std::make_unique<TaskQueue>(config_.max_queued);

@@ -34,12 +34,9 @@ class WarmEqualsColdTest : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     model_ = testing::LoadTestModel(GetParam());
     ASSERT_NE(model_, nullptr);
-    // As the server decides (engine_loop.cc): any layer that cannot be trimmed back.
-    needs_partial_ = false;
-    for (engine::LayerKind k : model_->info().layers) needs_partial_ |= k != engine::LayerKind::kAttention;
-    const auto& layers = model_->info().layers;
-    suffix_states_ = model_->info().has_recurrent && model_->info().n_swa == 0 &&
-                     std::find(layers.begin(), layers.end(), engine::LayerKind::kAttention) != layers.end();
+    // As the server decides (engine_loop.cc).
+    needs_partial_ = model_->info().NeedsPartialStates();
+    suffix_states_ = model_->info().HasSuffixStates();
   }
 
   // A fresh context + cache ("server start"); `n_seqs` sequences, RAM budget, disk dir.
