@@ -7,7 +7,9 @@
 #     set -u, bash before 4.4 calls an empty array unbound),
 #  3. uses no GNU-only tool or option (stat -c, date +%N, /proc, nproc, timeout, sed -i,
 #     readlink -f, dd's byte options, ...) outside scripts/lib/host.sh, which has the
-#     fallbacks for BSD tools.
+#     fallbacks for BSD tools,
+#  4. is executable when it starts with #! (the docs run scripts/bench-speed.sh and the
+#     rest as commands); what scripts/lib/ holds is sourced, not run.
 # Usage: tests/scripts/lint.sh SHELLCHECK
 set -euo pipefail
 shellcheck=${1:?usage: lint.sh SHELLCHECK}
@@ -93,6 +95,14 @@ for f in "${files[@]}"; do
   while IFS= read -r hit; do
     [[ -n $hit && $hit != *shasum* ]] && report "$hit: sha256sum is GNU-only; fall back to shasum -a 256"
   done < <(grep_code "$f" 'sha256sum')
+done
+
+# 4. Scripts meant to be run can be.
+for f in "${files[@]}"; do
+  [[ $f == scripts/lib/* ]] && continue
+  if [[ $(head -c 2 "$f") == '#!' && ! -x $f ]]; then
+    report "$f:1: starts with #! but is not executable (chmod +x, and commit the mode)"
+  fi
 done
 
 echo "lint: ${#files[@]} scripts, $problems problems"
