@@ -33,6 +33,10 @@ grep -q -F "hearth --no-cache" "$work/report.md" || fail "no --no-cache baseline
 # The cold part sends each server its prompt once, never again warm (the report reads no warm rows).
 kinds=$(jq -sc '[.[] | .kind] | sort' "$work/cold/rows.jsonl")
 [[ $kinds == '["cold","cold","cold"]' ]] || fail "the cold part sent $kinds, not one cold prompt per server"
+# Each server took its cold prompts alone: one bench run per server, with only that server.
+for name in hearth hearth-no-cache llama-server; do
+  [[ $(jq '.servers | length' "$work/cold/$name/env.json") -eq 1 ]] || fail "the cold run of $name saw other servers"
+done
 expect "decode, chat" "llama-server" yes
 expect "follow-up TTFT÷ideal p90, chat" "" no
 expect "prefilled÷new, chat" "llama-server" no

@@ -15,8 +15,10 @@
 #   streams         aggregate decode of N concurrent streams (bench-streams.mjs) ÷
 #                   llama-batched-bench's S_TG at batch N, target >= 0.9
 #   prefilled÷new   per scenario, both servers (what the cache saves)
-# The servers run one at a time (the bench alternates them session by session); nothing
-# else should run on the machine meanwhile.
+# For the cold prompts each server runs alone, started and stopped in turn (on a shared VM
+# a server's prefill ran 15-30 % slower with others loaded beside it, idle); for the
+# sessions hearth and llama-server are both up and take turns, session by session.
+# Nothing else should run on the machine meanwhile.
 #
 # Usage: scripts/bench-speed.sh
 # Env:   PRESET=small|tiny  qwen35 model preset (default small); MODEL=path uses that file
@@ -63,15 +65,15 @@ start_hearth() {  # NAME PORT CELLS [flags...]: starts hearth serve, logging to 
   pids+=("$!")
   wait_healthy "http://127.0.0.1:$port" "$!" "$out/$name.log"
 }
+start_llama_server() {  # PORT: starts llama-server with hearth's -c, -P and -t, logging to OUT/llama-server.log
+  CTX=$ctx SLOTS=$slots THREADS=$threads LLAMA_SERVER="$llama_bin/llama-server" \
+    bash "$here/start-llama-server.sh" "$model" "$1" >>"$out/llama-server.log" 2>&1 &
+  pids+=("$!")
+  wait_healthy "http://127.0.0.1:$1" "$!" "$out/llama-server.log"
+}
 hearth_port=$(free_port 18180)
-start_hearth hearth "$hearth_port" "$ctx"
 nocache_port=$(free_port $((hearth_port + 1)))
-start_hearth hearth-no-cache "$nocache_port" "$ctx" --no-cache
 llama_port=$(free_port $((nocache_port + 1)))
-CTX=$ctx SLOTS=$slots THREADS=$threads LLAMA_SERVER="$llama_bin/llama-server" \
-  bash "$here/start-llama-server.sh" "$model" "$llama_port" >"$out/llama-server.log" 2>&1 &
-pids+=("$!")
-wait_healthy "http://127.0.0.1:$llama_port" "$!" "$out/llama-server.log"
 h=http://127.0.0.1:$hearth_port n=http://127.0.0.1:$nocache_port l=http://127.0.0.1:$llama_port
 bench=("$hearth" bench --render-model "$model" --model-file "$model" --no-plots --no-turn-table -q)
 
@@ -82,9 +84,22 @@ ratio() { jq -nr --argjson a "${1:-null}" --argjson b "${2:-null}" 'if $a == nul
 fmt() { jq -nr --argjson v "${1:-null}" --argjson k "${2:-10}" 'if $v == null then "?" else ($v * $k | round / $k) end'; }
 
 if [[ -n "$cold" ]]; then
-  echo "$who: $cold_reps cold prompts of $cold tokens on each server" >&2
-  "${bench[@]}" "$h" --compare "$n" "$l" --label hearth --label hearth-no-cache --label llama-server \
-    --sweep "$cold" --sweep-cold-only --reps "$cold_reps" --out "$out/cold" >/dev/null
+  # Each server alone on the machine: with others loaded beside it (idle), one server's
+  # cold prefill ran 15-30 % slower than alone, which of them by chance (docs/benchmarks.md).
+  echo "$who: $cold_reps cold prompts of $cold tokens on each server, one server at a time" >&2
+  mkdir -p "$out/cold"
+  : >"$out/cold/rows.jsonl"
+  for name in hearth hearth-no-cache llama-server; do
+    case $name in
+      hearth) start_hearth hearth-cold "$hearth_port" "$ctx"; url=$h ;;
+      hearth-no-cache) start_hearth hearth-no-cache "$nocache_port" "$ctx" --no-cache; url=$n ;;
+      llama-server) start_llama_server "$llama_port"; url=$l ;;
+    esac
+    "${bench[@]}" "$url" --label "$name" --sweep "$cold" --sweep-cold-only --reps "$cold_reps" \
+      --out "$out/cold/$name" >/dev/null
+    cat "$out/cold/$name/rows.jsonl" >>"$out/cold/rows.jsonl"
+    stop_servers
+  done
   ttft() {  # the server's median cold TTFT
     jq -s --arg s "$1" '[.[] | select(.server == $s and .kind == "cold" and .ok) | .ttft_ms] | sort
       | if length == 0 then null else .[length / 2 | floor] end' "$out/cold/rows.jsonl"
@@ -94,6 +109,8 @@ if [[ -n "$cold" ]]; then
   row "cold TTFT, $cold tokens (ms, median of $cold_reps)" "$(fmt "$hc")" "hearth --no-cache $(fmt "$nc")" "$(ratio "$hc" "$nc")" "<= 1.03"
 fi
 
+start_hearth hearth "$hearth_port" "$ctx"
+start_llama_server "$llama_port"
 echo "$who: sessions ($scenarios, $turns turns) on hearth and llama-server" >&2
 "${bench[@]}" "$h" --compare "$l" --label hearth --label llama-server --scenario "$scenarios" \
   --turns "$turns" --max-tokens "$max_tokens" --out "$out/sessions" >/dev/null
