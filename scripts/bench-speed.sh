@@ -15,8 +15,7 @@
 #   streams         aggregate decode of N concurrent streams (bench-streams.mjs) ÷
 #                   llama-batched-bench's S_TG at batch N, target >= 0.9
 #   prefilled÷new   per scenario, both servers (what the cache saves)
-# For the cold prompts each server runs alone, started and stopped in turn (on a shared VM
-# a server's prefill ran 15-30 % slower with others loaded beside it, idle); for the
+# For the cold prompts each server runs alone, started and stopped in turn; for the
 # sessions hearth and llama-server are both up and take turns, session by session.
 # Nothing else should run on the machine meanwhile.
 #
@@ -84,8 +83,10 @@ ratio() { jq -nr --argjson a "${1:-null}" --argjson b "${2:-null}" 'if $a == nul
 fmt() { jq -nr --argjson v "${1:-null}" --argjson k "${2:-10}" 'if $v == null then "?" else ($v * $k | round / $k) end'; }
 
 if [[ -n "$cold" ]]; then
-  # Each server alone on the machine: with others loaded beside it (idle), one server's
-  # cold prefill ran 15-30 % slower than alone, which of them by chance (docs/benchmarks.md).
+  # Each server alone on the machine, so nothing but the machine's own drift lies between
+  # them: with two or three servers loaded (idle but one), prefills of the same length
+  # spread over 11.6-15.8 s on a 2-core VM, alone over 11.3-12.9 s minutes before
+  # (docs/benchmarks.md, "The speed report").
   echo "$who: $cold_reps cold prompts of $cold tokens on each server, one server at a time" >&2
   mkdir -p "$out/cold"
   : >"$out/cold/rows.jsonl"
