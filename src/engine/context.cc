@@ -124,6 +124,14 @@ Status Context::Decode(const Batch& batch) {
   b.seq_id = seq_ids.data();
   b.logits = const_cast<int8_t*>(batch.logits_.data());
   const int32_t rc = llama_decode(ctx_.get(), b);
+  // Success places every token; an abort or a backend failure leaves the finished
+  // micro-batches (their positions below the sequence's length now); "no room" and a
+  // rejected batch leave the memory untouched.
+  for (size_t i = 0; i < n; ++i) {
+    if (rc == 0 || ((rc == 2 || rc < -1) && batch.pos_[i] < SeqLength(batch.seq_[i]))) {
+      cells_.Append(batch.seq_[i], batch.pos_[i]);
+    }
+  }
   switch (rc) {
     case 0: return Status::Ok();
     case 1:
@@ -165,7 +173,10 @@ Pos Context::SeqLength(SeqId seq) const {
   return llama_memory_seq_pos_max(llama_get_memory(ctx_.get()), seq) + 1;
 }
 
-void Context::ClearSeq(SeqId seq) { llama_memory_seq_rm(llama_get_memory(ctx_.get()), seq, -1, -1); }
+void Context::ClearSeq(SeqId seq) {
+  llama_memory_seq_rm(llama_get_memory(ctx_.get()), seq, -1, -1);
+  cells_.Remove(seq, 0, -1);
+}
 
 Status Context::TruncateSeq(SeqId seq, Pos length) {
   // No early return when length >= SeqLength(seq): after a partial restore the attention
@@ -193,6 +204,7 @@ Status Context::TruncateSeq(SeqId seq, Pos length) {
                          std::to_string(have) + " that cannot be trimmed to " + std::to_string(length) +
                          "; restore a state saved at that length");
   }
+  cells_.Remove(seq, length, -1);
   return Status::Ok();
 }
 
@@ -201,6 +213,8 @@ void Context::CopySeq(SeqId src, SeqId dst, std::optional<Pos> length) {
   llama_memory_t mem = llama_get_memory(ctx_.get());
   llama_memory_seq_rm(mem, dst, -1, -1);
   llama_memory_seq_cp(mem, src, dst, 0, length ? *length : -1);
+  cells_.Remove(dst, 0, -1);
+  cells_.Copy(src, dst, 0, length ? *length : -1);
 }
 
 size_t Context::StateSize(SeqId seq, StatePart part) const {
@@ -238,6 +252,18 @@ void Context::PrepareSpareState() {
 
 Status Context::RestoreState(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {
   if (part == StatePart::kAll) ClearSeq(seq);
+  HEARTH_RETURN_IF_ERROR(SetStateData(seq, bytes, part));
+  // A whole sequence's state holds its positions from 0 (a suffix's is RestoreSuffix's).
+  // A model with attention layers only has no partial state: llama.cpp reads a
+  // kPartialOnly one whole, into new cells.
+  if (part == StatePart::kAll || !model_.info().NeedsPartialStates()) {
+    cells_.Remove(seq, 0, -1);
+    for (Pos p = 0, n = SeqLength(seq); p < n; ++p) cells_.Append(seq, p);
+  }
+  return Status::Ok();
+}
+
+Status Context::SetStateData(SeqId seq, std::span<const uint8_t> bytes, StatePart part) {
   // llama.cpp says why only in its log; held, since the caller reports the failure (and
   // makes room and retries when cells were short).
   ScopedLogCapture log(ScopedLogCapture::Mode::kHold);
@@ -273,6 +299,7 @@ StatusOr<std::vector<uint8_t>> Context::SaveSuffix(SeqId seq, Pos from) {
     ClearSeq(seq);
     return Internal("llama.cpp refused to drop the first " + std::to_string(from) + " positions");
   }
+  cells_.Remove(seq, 0, from);
   StatusOr<std::vector<uint8_t>> bytes = SaveState(seq, StatePart::kAll);
   ClearSeq(seq);
   return bytes;
@@ -290,8 +317,11 @@ Status Context::RestoreSuffix(SeqId seq, std::span<const uint8_t> suffix, std::s
                            std::to_string(SeqLength(prefix_src)) + " positions, not the " + std::to_string(from) +
                            " a suffix state needs");
   }
-  HEARTH_RETURN_IF_ERROR(RestoreState(seq, suffix, StatePart::kAll));
+  ClearSeq(seq);
+  HEARTH_RETURN_IF_ERROR(SetStateData(seq, suffix, StatePart::kAll));
+  for (Pos p = from, n = SeqLength(seq); p < n; ++p) cells_.Append(seq, p);
   llama_memory_seq_cp(llama_get_memory(ctx_.get()), prefix_src, seq, 0, from);
+  cells_.Copy(prefix_src, seq, 0, from);
   return RestoreState(seq, partial, StatePart::kPartialOnly);
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/cell_ledger.h"
 #include "engine/model.h"
 #include "engine/types.h"
 
@@ -133,6 +134,9 @@ class Context {
 
   // Number of positions held for `seq` (next position to decode).
   Pos SeqLength(SeqId seq) const;
+  // Attention KV cells in use by all sequences together: a copy's shared cells count
+  // once (engine/cell_ledger.h; for sliding-window models, the full-attention cells).
+  int64_t UsedCells() const { return cells_.n_used(); }
   // Forgets `seq` entirely. Never fails.
   void ClearSeq(SeqId seq);
   // Removes positions [length, SeqLength(seq)). Errors: kUnimplemented when a recurrent
@@ -193,6 +197,8 @@ class Context {
  private:
   Context(const Model& model, llama_context* ctx, const ContextOptions& options, bool flash_attn);
   Status ValidateBatch(const Batch& batch) const;
+  // llama_state_seq_set_data_ext into `seq` as it is; clears `seq` on failure.
+  Status SetStateData(SeqId seq, std::span<const uint8_t> bytes, StatePart part);
 
   const Model& model_;
   std::unique_ptr<llama_context, LlamaContextDeleter> ctx_;
@@ -205,6 +211,7 @@ class Context {
   mutable size_t partial_state_size_ = 0;                   // of the last kPartialOnly save
   mutable size_t partial_saves_since_prepare_ = 0;
   size_t spares_wanted_ = 1;
+  CellLedger cells_;  // mirrors every memory operation above
 };
 
 }  // namespace hearth::engine

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <string>
 #include <string_view>
 
+#include "engine/log_capture.h"
 #include "testing/test_env.h"
 
 namespace hearth::engine {
@@ -304,6 +308,76 @@ TEST_P(ContextTest, BadInputIsRejectedWithoutSideEffects) {
   // And the context still works.
   auto tokens = RandomTokens(10, 17);
   EXPECT_TRUE(LogitsClose(Cold(3, tokens), Cold(0, tokens)));
+}
+
+// UsedCells counts the attention cells llama.cpp holds: a copy shares its source's cells
+// (the sequences' lengths summed would count them again), a restore makes new ones. The
+// truth is llama.cpp's own count, which it logs (LLAMA_KV_CACHE_DEBUG, read when a
+// context is made) before it places a micro-batch: one token in a spare sequence reads it.
+TEST_P(ContextTest, UsedCellsCountSharedCellsOnceAsLlamaCppDoes) {
+  setenv("LLAMA_KV_CACHE_DEBUG", "1", 1);
+  auto made = Context::Create(*model_, ctx_->options());
+  unsetenv("LLAMA_KV_CACHE_DEBUG");
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  ctx_ = std::move(*made);
+  const SeqId probe = 3;
+  auto llama_used = [&]() -> int64_t {
+    int64_t used = -1;
+    {
+      ScopedLogCapture log(ScopedLogCapture::Mode::kHold);
+      EXPECT_TRUE(ctx_->Prefill(probe, RandomTokens(1, 99), 0, false).ok());
+      std::istringstream lines(log.text());
+      for (std::string line; std::getline(lines, line);) {  // the full-attention cache's line
+        const size_t at = line.find("used = "), size = line.find("size = ");  // "%5d" each
+        if (at == std::string::npos || size == std::string::npos) continue;
+        if (std::stoll(line.substr(size + 7)) == ctx_->options().n_ctx) used = std::stoll(line.substr(at + 7));
+      }
+    }
+    ctx_->ClearSeq(probe);
+    return used;
+  };
+  auto sum_of_lengths = [&] { return ctx_->SeqLength(0) + ctx_->SeqLength(1) + ctx_->SeqLength(2); };
+
+  Cold(0, RandomTokens(100, 31));
+  EXPECT_EQ(ctx_->UsedCells(), 100);
+  EXPECT_EQ(llama_used(), ctx_->UsedCells());
+  ctx_->CopySeq(0, 1);
+  Continue(1, RandomTokens(20, 32));
+  ctx_->CopySeq(0, 2, 50);
+  EXPECT_EQ(sum_of_lengths(), 100 + 120 + 50);
+  EXPECT_EQ(ctx_->UsedCells(), 120);
+  EXPECT_EQ(llama_used(), ctx_->UsedCells());
+
+  auto saved = ctx_->SaveState(1, StatePart::kAll);
+  ASSERT_TRUE(saved.ok());
+  ctx_->ClearSeq(1);
+  EXPECT_EQ(llama_used(), 100);
+  ASSERT_TRUE(ctx_->RestoreState(1, *saved, StatePart::kAll).ok());
+  EXPECT_EQ(ctx_->UsedCells(), 220);
+  EXPECT_EQ(llama_used(), ctx_->UsedCells());
+  if (ctx_->TruncateSeq(1, 110).ok()) {  // attention-only models
+    EXPECT_EQ(ctx_->UsedCells(), 210);
+    EXPECT_EQ(llama_used(), ctx_->UsedCells());
+  }
+  ctx_->ClearSeq(0);  // 2 keeps 50 of its cells
+  EXPECT_EQ(llama_used(), ctx_->UsedCells());
+  EXPECT_EQ(ctx_->UsedCells(), 50 + ctx_->SeqLength(1));
+
+  if (model_->info().n_swa == 0) {  // a suffix restored over another sequence's prefix shares it
+    auto partial = ctx_->SaveState(1, StatePart::kPartialOnly);
+    ASSERT_TRUE(partial.ok());
+    ctx_->CopySeq(1, 0, 100);
+    auto suffix = ctx_->SaveSuffix(1, 100);
+    ASSERT_TRUE(suffix.ok()) << suffix.status().ToString();
+    EXPECT_EQ(llama_used(), ctx_->UsedCells());
+    ASSERT_TRUE(ctx_->RestoreSuffix(1, *suffix, *partial, /*prefix_src=*/0, 100).ok());
+    EXPECT_EQ(llama_used(), ctx_->UsedCells());
+  }
+  ctx_->ClearSeq(0);
+  ctx_->ClearSeq(1);
+  ctx_->ClearSeq(2);
+  EXPECT_EQ(ctx_->UsedCells(), 0);
+  EXPECT_EQ(llama_used(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ContextTest,

@@ -25,8 +25,8 @@
 //  5. A slot's entry empties only through Free (the hooks' ends call it), or when the
 //     scheduler moves the slot to the queue or to the paused list.
 //  6. A request admitted with more of its prompt to prefill than the KV cells left free
-//     (the sequences' lengths summed) gets them from idle cached sequences before its
-//     first decode, not from the ladder midway.
+//     (engine::Context::UsedCells: cells sequences share count once) gets them from idle
+//     cached sequences before its first decode, not from the ladder midway.
 #pragma once
 
 #include <cstdint>
@@ -118,7 +118,7 @@ class Scheduler {
   // Background work giving way, and the KV-room ladder (scheduler_room.cc).
   void PreemptBackground(bool force = false);
   bool EndOneBackground();  // false when none runs
-  // Idle cached sequences move to RAM until `n_tokens` more fit beside what the
+  // Idle cached sequences move to RAM until `n_tokens` more fit beside the cells the
   // sequences hold (invariant 6), or none is left.
   void MakeRoomAhead(int64_t n_tokens);
   bool RequeueYoungestPrefill();

@@ -21,16 +21,12 @@ bool Scheduler::MakeRoom() {
 // the start when enough lie below). A prefill that the ladder makes room for midway has
 // put its first tokens above an idle cached sequence's: all of it then attends over the
 // whole cache (on the tiny model a 37k-token prompt after another took 1.2-1.4 times as
-// long). So the room is made before its first token. The cells in use are counted as the
-// sum of the sequences' lengths, which counts a forked sequence's shared cells twice: at
-// worst a sequence moves to RAM that could have stayed.
+// long). So the room is made before its first token. The cells in use are the context's
+// count (engine::Context::UsedCells), where a forked sequence's shared cells count once:
+// the sequences' lengths summed counted a conversation and its shadow's fork twice, and a
+// 40k-token chat moved an idle sequence to RAM at every follow-up's admission (2-7 ms).
 void Scheduler::MakeRoomAhead(int64_t n_tokens) {
-  auto n_used = [this] {
-    int64_t n = 0;
-    for (int32_t seq = 0; seq < config_.context.n_seq_max; ++seq) n += ctx_.SeqLength(seq);
-    return n;
-  };
-  while (n_used() + n_tokens > config_.context.n_ctx && cache_.EvictIdleDevice()) {
+  while (ctx_.UsedCells() + n_tokens > config_.context.n_ctx && cache_.EvictIdleDevice()) {
   }
 }
 

@@ -282,6 +282,48 @@ TEST_F(SchedulerTest, APromptThatWillNotFitTakesItsRoomBeforeItsFirstDecode) {
   EXPECT_EQ(cache_->ResumableDepth("", alpha), static_cast<int32_t>(alpha.size())) << "its state is kept in RAM";
 }
 
+// Invariant 6 counts cells, not lengths: a sequence forked from a conversation's (a
+// shadow's) shares its cells, so the two leave room for the next follow-up's few new
+// tokens, and the fork stays on the device rather than move to RAM for it.
+TEST_F(SchedulerTest, SequencesSharingCellsLeaveRoomForTheNextFollowUp) {
+  Open(/*n_parallel=*/1);
+  std::vector<engine::Token> history;
+  for (int i = 0; i < 14; ++i) {
+    const auto part = Prompt("alpha" + std::to_string(i));
+    history.insert(history.end(), part.begin() + (history.empty() ? 0 : 1), part.end());
+  }
+  auto follow_up = [&](const std::string& word) {
+    std::vector<engine::Token> p = history;
+    const auto part = Prompt(word);
+    p.insert(p.end(), part.begin() + 1, part.end());
+    return p;
+  };
+  const auto one = follow_up("one"), two = follow_up("two");
+  ASSERT_GT(static_cast<int>(history.size() + one.size()), config_.context.n_ctx) << "their lengths summed";
+  ASSERT_LT(static_cast<int>(two.size()), config_.context.n_ctx);
+  auto push = [&](const std::vector<engine::Token>& prompt) {
+    QueuedTask q;
+    q.task.prompt = prompt;
+    q.stream = std::make_shared<RequestStream>();
+    ASSERT_TRUE(tasks_->Push(q).ok());
+    scheduler_->Schedule();
+    ASSERT_NE(scheduler_->slots()[0], nullptr);
+    Prefilled(0, prompt.size());
+  };
+  push(history);
+  Slot& first = *scheduler_->slots()[0];
+  const std::optional<int32_t> fork = cache_->Fork(first.lease.seq());
+  ASSERT_TRUE(fork.has_value());
+  ASSERT_TRUE(ctx_->Prefill(*fork, std::span(one).subspan(history.size()), 0, false).ok());
+  cache_->Adopt("", *fork, one);
+  first.lease.Adopt("", history);
+  scheduler_->Free(first);
+  ASSERT_EQ(ctx_->UsedCells(), static_cast<int64_t>(one.size())) << "the history's cells are shared";
+
+  push(two);
+  EXPECT_EQ(ctx_->SeqLength(*fork), static_cast<int>(one.size())) << "moved to RAM, with room to spare";
+}
+
 // SnapshotPolicy's invariant 6: where a short decode costs more a token (flash attention
 // on a CPU), a request admitted keeps no state fewer than the efficient batch floor after
 // the last stop: no decode of 30 tokens at 130. Warm-ahead keeps every one (where the next
