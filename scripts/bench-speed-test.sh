@@ -11,7 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "bench_speed: $*" >&2; [[ -f $work/report.md ]] && cat "$work/report.md" >&2; tail -20 "$work/run.log" >&2; exit 1; }
 
-HEARTH=$hearth MODEL=$model OUT=$work THREADS=1 CTX=4096 SLOTS=2 COLD=600 COLD_REPS=1 SCENARIOS=chat \
+HEARTH=$hearth MODEL=$model OUT=$work THREADS=1 CTX=4096 SLOTS=2 COLD=600 COLD_REPS=2 SCENARIOS=chat \
   TURNS=2 MAX_TOKENS=8 LONG=1500 LONG_TURNS=4 STREAMS=2 STREAM_TOKENS=16 \
   bash "$here/bench-speed.sh" >"$work/run.log" 2>&1 || fail "bench-speed.sh failed"
 [[ -s $work/report.md ]] || fail "no report.md"
@@ -30,12 +30,17 @@ expect() {
 expect "cold TTFT, 600 tokens" "llama-server" yes
 [[ $(grep -c -F "| cold TTFT, 600 tokens" "$work/report.md") -eq 2 ]] || fail "cold TTFT needs two rows"
 grep -q -F "hearth --no-cache" "$work/report.md" || fail "no --no-cache baseline"
-# The cold part sends each server its prompt once, never again warm (the report reads no warm rows).
-kinds=$(jq -sc '[.[] | .kind] | sort' "$work/cold/rows.jsonl")
-[[ $kinds == '["cold","cold","cold"]' ]] || fail "the cold part sent $kinds, not one cold prompt per server"
-# Each server took its cold prompts alone: one bench run per server, with only that server.
-for name in hearth hearth-no-cache llama-server; do
-  [[ $(jq '.servers | length' "$work/cold/$name/env.json") -eq 1 ]] || fail "the cold run of $name saw other servers"
+# The cold part sends each server one prompt a round, never again warm (the report reads
+# no warm rows), the order turned by one the second round.
+order=$(jq -sc '[.[] | select(.kind == "cold") | .server]' "$work/cold/rows.jsonl")
+[[ $order == '["hearth","hearth-no-cache","llama-server","hearth-no-cache","llama-server","hearth"]' ]] ||
+  fail "the cold part ran $order"
+[[ $(jq -s '[.[] | select(.kind == "warm")] | length' "$work/cold/rows.jsonl") -eq 0 ]] || fail "a cold prompt was sent again"
+# Each server took its cold prompt alone: one bench run per server and round, with only that server.
+for round in 0 1; do
+  for name in hearth hearth-no-cache llama-server; do
+    [[ $(jq '.servers | length' "$work/cold/$name-r$round/env.json") -eq 1 ]] || fail "the cold run of $name saw other servers"
+  done
 done
 expect "decode, chat" "llama-server" yes
 expect "follow-up TTFT÷ideal p90, chat" "" no

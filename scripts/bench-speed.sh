@@ -15,7 +15,8 @@
 #   streams         aggregate decode of N concurrent streams (bench-streams.mjs) ÷
 #                   llama-batched-bench's S_TG at batch N, target >= 0.9
 #   prefilled÷new   per scenario, both servers (what the cache saves)
-# For the cold prompts each server runs alone, started and stopped in turn; for the
+# For the cold prompts each server runs alone, started and stopped in turn, in rounds
+# whose order turns by one each round; for the
 # sessions hearth and llama-server are both up and take turns, session by session.
 # Nothing else should run on the machine meanwhile.
 #
@@ -23,9 +24,9 @@
 # Env:   PRESET=small|tiny  qwen35 model preset (default small); MODEL=path uses that file
 #        HEARTH=path        hearth binary (default build/src/hearth)
 #        THREADS=(all cores) CTX=65536 (KV cells of every server) SLOTS=8
-#        COLD=40000 COLD_REPS=3   cold prompt size ("" to skip), and how many prompts of
-#                            it each server gets (new text each, the servers in turn; the
-#                            report takes each server's median)
+#        COLD=40000 COLD_REPS=3   cold prompt size ("" to skip), and how many rounds (one
+#                            prompt per server each, new text each round; the report
+#                            takes each server's median)
 #        SCENARIOS=chat,agent TURNS=8 MAX_TOKENS=64   the sessions
 #        LONG=43000 LONG_TURNS=60   the long conversation for prep_ms ("" to skip)
 #        STREAMS=4,8 STREAM_TOKENS=128 ("" to skip)
@@ -86,20 +87,27 @@ if [[ -n "$cold" ]]; then
   # Each server alone on the machine, so nothing but the machine's own drift lies between
   # them: with two or three servers loaded (idle but one), prefills of the same length
   # spread over 11.6-15.8 s on a 2-core VM, alone over 11.3-12.9 s minutes before
-  # (docs/benchmarks.md, "The speed report").
-  echo "$who: $cold_reps cold prompts of $cold tokens on each server, one server at a time" >&2
+  # (docs/benchmarks.md, "The speed report"). And in rounds, one prompt per server each,
+  # the same text for all three (--seed), the order turned by one each round: that drift
+  # runs to 20 % over a few minutes, and server by server in turn it fell on whichever
+  # came first or last.
+  echo "$who: $cold_reps rounds of one cold prompt of $cold tokens per server, one server at a time" >&2
   mkdir -p "$out/cold"
   : >"$out/cold/rows.jsonl"
-  for name in hearth hearth-no-cache llama-server; do
-    case $name in
-      hearth) start_hearth hearth-cold "$hearth_port" "$ctx"; url=$h ;;
-      hearth-no-cache) start_hearth hearth-no-cache "$nocache_port" "$ctx" --no-cache; url=$n ;;
-      llama-server) start_llama_server "$llama_port"; url=$l ;;
-    esac
-    "${bench[@]}" "$url" --label "$name" --sweep "$cold" --sweep-cold-only --reps "$cold_reps" \
-      --out "$out/cold/$name" >/dev/null
-    cat "$out/cold/$name/rows.jsonl" >>"$out/cold/rows.jsonl"
-    stop_servers
+  servers=(hearth hearth-no-cache llama-server)
+  for ((round = 0; round < cold_reps; round++)); do
+    for ((i = 0; i < 3; i++)); do
+      name=${servers[$(((round + i) % 3))]}
+      case $name in
+        hearth) start_hearth hearth-cold "$hearth_port" "$ctx"; url=$h ;;
+        hearth-no-cache) start_hearth hearth-no-cache "$nocache_port" "$ctx" --no-cache; url=$n ;;
+        llama-server) start_llama_server "$llama_port"; url=$l ;;
+      esac
+      "${bench[@]}" "$url" --label "$name" --sweep "$cold" --sweep-cold-only --seed "$((7001 + round))" \
+        --out "$out/cold/$name-r$round" >/dev/null
+      cat "$out/cold/$name-r$round/rows.jsonl" >>"$out/cold/rows.jsonl"
+      stop_servers
+    done
   done
   ttft() {  # the server's median cold TTFT
     jq -s --arg s "$1" '[.[] | select(.server == $s and .kind == "cold" and .ok) | .ttft_ms] | sort
