@@ -355,15 +355,18 @@ TEST_P(ContextTest, UsedCellsCountSharedCellsOnceAsLlamaCppDoes) {
   ASSERT_TRUE(ctx_->RestoreState(1, *saved, StatePart::kAll).ok());
   EXPECT_EQ(ctx_->UsedCells(), 220);
   EXPECT_EQ(llama_used(), ctx_->UsedCells());
-  if (ctx_->TruncateSeq(1, 110).ok()) {  // attention-only models
-    EXPECT_EQ(ctx_->UsedCells(), 210);
-    EXPECT_EQ(llama_used(), ctx_->UsedCells());
-  }
+  // Only an attention-only model trims back; the others refuse and keep their cells.
+  const bool trims = !model_->info().NeedsPartialStates();
+  ASSERT_EQ(ctx_->TruncateSeq(1, 110).ok(), trims);
+  EXPECT_EQ(ctx_->UsedCells(), trims ? 210 : 220);
+  EXPECT_EQ(llama_used(), ctx_->UsedCells());
   ctx_->ClearSeq(0);  // 2 keeps 50 of its cells
   EXPECT_EQ(llama_used(), ctx_->UsedCells());
   EXPECT_EQ(ctx_->UsedCells(), 50 + ctx_->SeqLength(1));
 
-  if (model_->info().n_swa == 0) {  // a suffix restored over another sequence's prefix shares it
+  if (model_->info().n_swa > 0) {
+    EXPECT_EQ(ctx_->SaveSuffix(1, 100).status().code(), StatusCode::kUnimplemented);
+  } else {  // a suffix restored over another sequence's prefix shares it
     auto partial = ctx_->SaveState(1, StatePart::kPartialOnly);
     ASSERT_TRUE(partial.ok());
     ctx_->CopySeq(1, 0, 100);

@@ -81,9 +81,10 @@ class SchedulerTest : public ::testing::Test {
     return model_->Tokenize(text, /*add_bos=*/true, /*parse_special=*/false);
   }
 
-  std::shared_ptr<RequestStream> PushRequest(const std::string& word) {
+  std::shared_ptr<RequestStream> PushRequest(const std::string& word) { return PushPrompt(Prompt(word)); }
+  std::shared_ptr<RequestStream> PushPrompt(std::vector<engine::Token> prompt) {
     QueuedTask q;
-    q.task.prompt = Prompt(word);
+    q.task.prompt = std::move(prompt);
     q.task.sampling.temperature = 0.0f;
     q.stream = std::make_shared<RequestStream>();
     EXPECT_TRUE(tasks_->Push(q).ok());
@@ -254,10 +255,7 @@ TEST_F(SchedulerTest, APromptThatWillNotFitTakesItsRoomBeforeItsFirstDecode) {
   const auto beta = long_prompt("beta");
   ASSERT_GT(static_cast<int>(alpha.size() + beta.size()), config_.context.n_ctx);
   ASSERT_LT(static_cast<int>(alpha.size() + Prompt("one").size()), config_.context.n_ctx);
-  QueuedTask first;
-  first.task.prompt = alpha;
-  first.stream = std::make_shared<RequestStream>();
-  ASSERT_TRUE(tasks_->Push(first).ok());
+  PushPrompt(alpha);
   scheduler_->Schedule();
   Prefilled(0, alpha.size());
   Slot& done = *scheduler_->slots()[0];
@@ -272,10 +270,7 @@ TEST_F(SchedulerTest, APromptThatWillNotFitTakesItsRoomBeforeItsFirstDecode) {
   EXPECT_EQ(ctx_->SeqLength(alpha_seq), static_cast<int>(alpha.size())) << "moved to RAM for a prompt that fits";
   hooks_.EndSlot(*scheduler_->slots()[0], api::FinishReason::kStop);
 
-  QueuedTask second;
-  second.task.prompt = beta;
-  second.stream = std::make_shared<RequestStream>();
-  ASSERT_TRUE(tasks_->Push(second).ok());
+  PushPrompt(beta);
   scheduler_->Schedule();
   ASSERT_NE(scheduler_->slots()[0], nullptr);
   EXPECT_EQ(ctx_->SeqLength(alpha_seq), 0) << "the cached sequence still holds its cells";
@@ -302,10 +297,7 @@ TEST_F(SchedulerTest, SequencesSharingCellsLeaveRoomForTheNextFollowUp) {
   ASSERT_GT(static_cast<int>(history.size() + one.size()), config_.context.n_ctx) << "their lengths summed";
   ASSERT_LT(static_cast<int>(two.size()), config_.context.n_ctx);
   auto push = [&](const std::vector<engine::Token>& prompt) {
-    QueuedTask q;
-    q.task.prompt = prompt;
-    q.stream = std::make_shared<RequestStream>();
-    ASSERT_TRUE(tasks_->Push(q).ok());
+    PushPrompt(prompt);
     scheduler_->Schedule();
     ASSERT_NE(scheduler_->slots()[0], nullptr);
     Prefilled(0, prompt.size());
