@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/argmax.h"
 #include "engine/context.h"
 #include "llama.h"
 
@@ -56,47 +57,6 @@ Sampler::~Sampler() = default;
 
 namespace {
 
-// The first largest logit's token, as llama.cpp's greedy step picks it. Sixteen running
-// maxima, one per lane, in a loop the compiler turns into vector compares and blends: on
-// 248k logits about 4 times as fast as std::max_element, whose loop it cannot vectorize.
-// Each lane keeps its first maximum (strictly greater replaces); among lanes the largest
-// value wins, and of equal ones the lowest index, so the result is the first maximum.
-Token Argmax(std::span<const float> logits) {
-  constexpr size_t kLanes = 16;
-  const size_t n = logits.size();
-  const float* x = logits.data();
-  if (n < 2 * kLanes) return static_cast<Token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  float best[kLanes];
-  int32_t at[kLanes];
-  for (size_t j = 0; j < kLanes; ++j) {
-    best[j] = x[j];
-    at[j] = static_cast<int32_t>(j);
-  }
-  size_t i = kLanes;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      const bool better = x[i + j] > best[j];
-      best[j] = better ? x[i + j] : best[j];
-      at[j] = better ? static_cast<int32_t>(i + j) : at[j];
-    }
-  }
-  float top = best[0];
-  int32_t top_at = at[0];
-  for (size_t j = 1; j < kLanes; ++j) {
-    if (best[j] > top || (best[j] == top && at[j] < top_at)) {
-      top = best[j];
-      top_at = at[j];
-    }
-  }
-  for (; i < n; ++i) {
-    if (x[i] > top) {
-      top = x[i];
-      top_at = static_cast<int32_t>(i);
-    }
-  }
-  return top_at;
-}
-
 // The k best candidates, best first, into `out` (k < logits.size()). One pass with a heap
 // whose top is the worst kept: most logits lose one comparison and cost nothing more.
 void TopK(std::span<const float> logits, int k, std::vector<llama_token_data>& out) {
@@ -124,7 +84,7 @@ Token Sampler::Sample(Context& ctx, int batch_index) {
   if (logits.empty()) return llama_sampler_sample(chain_.get(), ctx.raw(), batch_index);
   Token token;
   if (shown_ == Shown::kArgmaxOnly) {
-    token = Argmax(logits);
+    token = FirstArgmax(logits);
   } else {
     TopK(logits, top_k_, candidates_);
     llama_token_data_array shown{candidates_.data(), candidates_.size(), -1, /*sorted=*/true};
