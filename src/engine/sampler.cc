@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/argmax.h"
+#include "engine/logit_scan.h"
 #include "engine/context.h"
 #include "llama.h"
 
@@ -58,14 +58,14 @@ Sampler::~Sampler() = default;
 namespace {
 
 // The k best candidates, best first, into `out` (k < logits.size()). One pass with a heap
-// whose top is the worst kept: most logits lose one comparison and cost nothing more.
+// whose top is the worst kept: FirstAbove skips, in vector steps, every logit that does
+// not beat it, which once the heap holds good candidates is nearly all of them.
 void TopK(std::span<const float> logits, int k, std::vector<llama_token_data>& out) {
   const auto worse = [](const llama_token_data& a, const llama_token_data& b) { return a.logit > b.logit; };
   out.clear();
   for (Token id = 0; id < k; ++id) out.push_back({id, logits[static_cast<size_t>(id)], 0.0f});
   std::make_heap(out.begin(), out.end(), worse);
-  for (size_t id = static_cast<size_t>(k); id < logits.size(); ++id) {
-    if (!(logits[id] > out.front().logit)) continue;
+  for (size_t id = static_cast<size_t>(k); (id = FirstAbove(logits, id, out.front().logit)) < logits.size(); ++id) {
     std::pop_heap(out.begin(), out.end(), worse);
     out.back() = {static_cast<Token>(id), logits[id], 0.0f};
     std::push_heap(out.begin(), out.end(), worse);
