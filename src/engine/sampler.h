@@ -11,9 +11,11 @@
 // read them. Without penalties (the only step before top-k that reads the whole
 // vocabulary) that copy is not needed: a greedy sampler takes the first largest logit, as
 // llama.cpp's greedy step does, and a top-k one hands the chain only the k best candidates,
-// sorted, which the chain's own top-k leaves as they are. The token drawn is the one the
-// whole-vocabulary chain draws (sampler_test.cc). With 8 streams on a small model this
-// raised aggregate decode by a third to a half (docs/benchmarks.md, "Concurrent streams").
+// sorted, which the chain's own top-k leaves as they are. Both passes over the logits are
+// engine/logit_scan.h's (vector code, AVX2 where the CPU has it). The token drawn is the
+// one the whole-vocabulary chain draws (sampler_test.cc). With 8 streams on a small model
+// this raised aggregate decode by a third to a half (docs/benchmarks.md, "Concurrent
+// streams").
 #pragma once
 
 #include <cstdint>
