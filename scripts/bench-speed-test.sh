@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctest's bench_speed: scripts/bench-speed.sh at toy sizes on a tiny model (every part:
 # cold prompts, chat sessions, the long conversation, two streams against
-# llama-batched-bench), then checks that report.md has every row with hearth's figure and
-# its baseline measured. Times are not judged: this guards the script, not the speed.
+# llama-batched-bench; cold prompts and streams in two rounds), then checks that report.md
+# has every row with hearth's figure and its baseline measured. Times are not judged: this
+# guards the script, not the speed.
 # Usage: bench-speed-test.sh HEARTH MODEL.gguf
 set -euo pipefail
 hearth=$1 model=$2
@@ -12,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "bench_speed: $*" >&2; [[ -f $work/report.md ]] && cat "$work/report.md" >&2; tail -20 "$work/run.log" >&2; exit 1; }
 
 HEARTH=$hearth MODEL=$model OUT=$work THREADS=1 CTX=4096 SLOTS=2 COLD=600 COLD_REPS=2 SCENARIOS=chat \
-  TURNS=2 MAX_TOKENS=8 LONG=1500 LONG_TURNS=4 STREAMS=2 STREAM_TOKENS=16 \
+  TURNS=2 MAX_TOKENS=8 LONG=1500 LONG_TURNS=4 STREAMS=2 STREAM_TOKENS=16 STREAM_REPS=2 \
   bash "$here/bench-speed.sh" >"$work/run.log" 2>&1 || fail "bench-speed.sh failed"
 [[ -s $work/report.md ]] || fail "no report.md"
 # measure prefix | baseline names (empty: none) | with a ratio
@@ -47,4 +48,7 @@ expect "follow-up TTFT÷ideal p90, chat" "" no
 expect "prefilled÷new, chat" "llama-server" no
 expect "prep_ms at 1k tokens" "" no
 expect "2 streams" "batched-bench S_TG" yes
+# The streams in two rounds, each with both figures, batched-bench first and then hearth.
+firsts=$(jq -sc '[.[] | select(.hearth != null and .batched_bench != null) | .first]' "$work/streams/rounds.jsonl")
+[[ $firsts == '["batched-bench","hearth"]' ]] || fail "the streams rounds ran $firsts first"
 echo "bench_speed: ok"

@@ -13,7 +13,7 @@
 #                   lookup), hearth's log, on the follow-ups of one conversation grown to
 #                   LONG tokens, target <= 10 ms
 #   streams         aggregate decode of N concurrent streams (bench-streams.mjs) ÷
-#                   llama-batched-bench's S_TG at batch N, target >= 0.9
+#                   llama-batched-bench's S_TG at batch N, target >= 0.9, in rounds
 #   prefilled÷new   per scenario, both servers (what the cache saves)
 # For the cold prompts each server runs alone, started and stopped in turn, in rounds
 # whose order turns by one each round; for the
@@ -29,7 +29,9 @@
 #                            takes each server's median)
 #        SCENARIOS=chat,agent TURNS=8 MAX_TOKENS=64   the sessions
 #        LONG=43000 LONG_TURNS=60   the long conversation for prep_ms ("" to skip)
-#        STREAMS=4,8 STREAM_TOKENS=128 ("" to skip)
+#        STREAMS=4,8 STREAM_TOKENS=128 STREAM_REPS=3 ("" to skip; rounds of batched-bench
+#                            and hearth in turn, the first of the two alternating; the
+#                            report takes the median of the rounds' ratios)
 #        OUT=bench-results/speed-DATE   report.md and one folder per part
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,7 +42,7 @@ out=${OUT:-$root/bench-results/speed-$(date +%Y%m%d-%H%M%S)}
 ctx=${CTX:-65536} slots=${SLOTS:-8}
 cold=${COLD-40000} cold_reps=${COLD_REPS:-3} long=${LONG-43000} long_turns=${LONG_TURNS:-60}
 scenarios=${SCENARIOS:-chat,agent} turns=${TURNS:-8} max_tokens=${MAX_TOKENS:-64}
-streams=${STREAMS-4,8} stream_tokens=${STREAM_TOKENS:-128}
+streams=${STREAMS-4,8} stream_tokens=${STREAM_TOKENS:-128} stream_reps=${STREAM_REPS:-3}
 who="bench-speed"
 [[ -x "$hearth" ]] || { echo "$who: build hearth first (make build), or set HEARTH" >&2; exit 1; }
 command -v jq >/dev/null || { echo "$who: needs jq (scripts/install-deps.sh)" >&2; exit 1; }
@@ -153,19 +155,47 @@ if [[ -n "$long" ]]; then
 fi
 
 if [[ -n "$streams" ]]; then
+  # In rounds as the cold part, for the same reason: on a shared machine batched-bench's
+  # S_TG moved by a third within minutes (docs/benchmarks.md, "Concurrent streams"). Each
+  # round runs batched-bench and then hearth, or hearth first every other round, each
+  # alone; the ratio reported is the median of the rounds' own ratios.
   node_dir=$(find_node_dir) || { echo "$who: needs Node.js $node_min_major or later (scripts/install-deps.sh)" >&2; exit 1; }
   stop_servers  # llama-batched-bench and hearth alone on the machine, one after the other
-  echo "$who: $streams concurrent streams: llama-batched-bench, then hearth" >&2
-  "$llama_bin/llama-batched-bench" -m "$model" -c 4096 -npp 128 -ntg "$stream_tokens" -npl "$streams" \
-    -t "$threads" >"$out/batched-bench.txt" 2>&1
-  start_hearth hearth-streams "$hearth_port" 4096  # as batched-bench
-  "$node_dir/node" "$here/bench-streams.mjs" "$h" --streams "$streams" --gen-tokens "$stream_tokens" \
-    --json "$out/streams.json" >"$out/streams.txt"
+  echo "$who: $stream_reps rounds of $streams concurrent streams: llama-batched-bench and hearth in turn" >&2
+  mkdir -p "$out/streams"
+  : >"$out/streams/rounds.jsonl"
+  for ((round = 0; round < stream_reps; round++)); do
+    order=(batched-bench hearth)
+    ((round % 2)) && order=(hearth batched-bench)
+    for name in "${order[@]}"; do
+      if [[ $name == batched-bench ]]; then
+        "$llama_bin/llama-batched-bench" -m "$model" -c 4096 -npp 128 -ntg "$stream_tokens" -npl "$streams" \
+          -t "$threads" >"$out/streams/batched-bench-r$round.txt" 2>&1
+      else
+        start_hearth hearth-streams-r$round "$hearth_port" 4096  # as batched-bench
+        "$node_dir/node" "$here/bench-streams.mjs" "$h" --streams "$streams" --gen-tokens "$stream_tokens" \
+          --json "$out/streams/hearth-r$round.json" >"$out/streams/hearth-r$round.txt"
+        stop_servers
+      fi
+    done
+    for s in ${streams//,/ }; do
+      # batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
+      stg=$(awk -F'|' -v b="$s" '$4 + 0 == b && $9 + 0 > 0 { gsub(/ /, "", $9); print $9; exit }' \
+        "$out/streams/batched-bench-r$round.txt")
+      hs=$(jq --argjson b "$s" '[.[] | select(.streams == $b)][0].tokens_per_s' "$out/streams/hearth-r$round.json")
+      jq -nc --argjson r "$round" --argjson s "$s" --arg first "${order[0]}" --argjson h "${hs:-null}" \
+        --argjson b "${stg:-null}" '{round: $r, streams: $s, first: $first, hearth: $h, batched_bench: $b}' \
+        >>"$out/streams/rounds.jsonl"
+    done
+  done
   for s in ${streams//,/ }; do
-    # batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
-    stg=$(awk -F'|' -v b="$s" '$4 + 0 == b && $9 + 0 > 0 { gsub(/ /, "", $9); print $9; exit }' "$out/batched-bench.txt")
-    hs=$(jq --argjson b "$s" '[.[] | select(.streams == $b)][0].tokens_per_s' "$out/streams.json")
-    row "$s streams (tokens/s)" "$(fmt "$hs")" "batched-bench S_TG $stg" "$(ratio "$hs" "${stg:-0}")" ">= 0.9"
+    # medians of hearth's rate, of batched-bench's, and of the rounds' ratios
+    read -r hs stg rs < <(jq -sr --argjson s "$s" '[.[] | select(.streams == $s and .hearth != null and .batched_bench != null)]
+      | def med: sort | if length == 0 then null else .[length / 2 | floor] end;
+      "\([.[].hearth] | med) \([.[].batched_bench] | med) \([.[] | .hearth / .batched_bench] | med)"' \
+      "$out/streams/rounds.jsonl")
+    row "$s streams (tokens/s, median of $stream_reps rounds)" "$(fmt "$hs")" "batched-bench S_TG $(fmt "$stg")" \
+      "$(fmt "$rs" 1000)" ">= 0.9"
   done
 fi
 
