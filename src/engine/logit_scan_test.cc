@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace hearth::engine {

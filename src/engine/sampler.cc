@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/logit_scan.h"
 #include "engine/context.h"
+#include "engine/logit_scan.h"
 #include "llama.h"
 
 namespace hearth::engine {
